@@ -1,0 +1,20 @@
+"""The pure-Python model: graph, machine, schedule, bounds, checker, JSON I/O.
+
+Nothing here imports TVM or a solver; everything else builds on it.
+"""
+from .bounds import rec_mii, res_mii
+from .checker import Violation, check, live_intervals, verify
+from .graph import Edge, Graph, Op
+from .io import (GRAPH_FORMAT, dump, graph_from_dict, graph_to_dict, load_graph, load_machine,
+                 load_schedule, machine_from_dict, machine_to_dict, schedule_from_dict, schedule_to_dict)
+from .machine import BUILTIN_MACHINES, CostModel, Machine, get_machine, machine_for_arch
+from .schedule import (Attempt, LowerBound, Placement, Schedule, body_order, make_schedule,
+                       topological_order)
+
+__all__ = [
+    "Attempt", "BUILTIN_MACHINES", "CostModel", "Edge", "GRAPH_FORMAT", "Graph", "LowerBound", "Machine",
+    "Op", "Placement", "Schedule", "Violation", "body_order", "check", "dump", "get_machine",
+    "graph_from_dict", "graph_to_dict", "live_intervals", "load_graph", "load_machine", "load_schedule",
+    "machine_for_arch", "machine_from_dict", "machine_to_dict", "make_schedule", "rec_mii", "res_mii",
+    "schedule_from_dict", "schedule_to_dict", "topological_order", "verify",
+]

@@ -1,0 +1,217 @@
+"""Tile-level loop dependence graph: ops with reservation tables, and edges.
+
+Pure Python: no TVM, no solver.  Values are frozen dataclasses; ``Graph``
+checks its own structure on construction (``validate``) and against a machine
+with ``validate_for``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from ..errors import GraphError
+
+#: A reservation-table row: ((unit, instances), ...) sorted by unit name.
+RRTRow = tuple[tuple[str, int], ...]
+
+
+def _row(mapping: Mapping[str, int]) -> RRTRow:
+    return tuple(sorted((str(k), int(v)) for k, v in mapping.items() if int(v) != 0))
+
+
+@dataclass(frozen=True)
+class Op:
+    """One tile-level instruction of the loop body.
+
+    ``cycles`` is its execution time; it occupies one instance of ``unit`` per
+    cycle unless an explicit reservation table ``rrt`` (one row per cycle, each
+    a map unit -> instances) says otherwise.  ``regs``/``smem``/``tmem`` are
+    what its result holds while live; ``warps`` how many warps issue it
+    together; ``spill_cost`` (None: the machine's) the cycles to hand its
+    result to another warp through shared memory.
+    """
+
+    name: str
+    cycles: int
+    unit: str = "ALU"
+    rrt: tuple[RRTRow, ...] | None = None
+    regs: int = 0
+    smem: int = 0
+    tmem: int = 0
+    variable_latency: bool = False
+    warps: int = 1
+    spill_cost: int | None = None
+
+    def __post_init__(self):
+        if self.rrt is not None:
+            object.__setattr__(self, "rrt", tuple(_row(r) if isinstance(r, Mapping) else tuple(r)
+                                                  for r in self.rrt))
+
+    def reservation(self) -> tuple[RRTRow, ...]:
+        """The reservation table, one row per cycle (explicit or from ``unit``)."""
+        if self.rrt is not None:
+            return self.rrt
+        return tuple(((self.unit, 1),) for _ in range(self.cycles))
+
+    def units(self) -> set[str]:
+        return {u for row in self.reservation() for u, _ in row} | ({self.unit} if self.rrt is None else set())
+
+    def usage(self, unit: str) -> int:
+        """Total unit-cycles of ``unit`` this op reserves."""
+        return sum(n for row in self.reservation() for u, n in row if u == unit)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Dependence ``dst`` issues at least ``delay`` cycles after ``src`` of
+    ``distance`` iterations earlier.  ``blocking``: ``dst`` waits synchronously
+    for the value (wgmma.wait, a tensor-memory load)."""
+
+    src: str
+    dst: str
+    delay: int
+    distance: int = 0
+    blocking: bool = False
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A loop dependence graph G = (V, E) (section 3.1 of the Twill paper)."""
+
+    name: str
+    ops: tuple[Op, ...]
+    edges: tuple[Edge, ...] = ()
+    machine: object = None  # a built-in machine name, a Machine, or None
+    normalize: bool = True
+    _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "edges", tuple(self.edges))
+        self.validate()
+        object.__setattr__(self, "_index", {op.name: i for i, op in enumerate(self.ops)})
+
+    # -- lookups ---------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [op.name for op in self.ops]
+
+    def op(self, name: str) -> Op:
+        return self.ops[self._index[name]]
+
+    def index(self, name: str) -> int:
+        return self._index[name]
+
+    def out_edges(self, name: str) -> list[Edge]:
+        return [e for e in self.edges if e.src == name]
+
+    def in_edges(self, name: str) -> list[Edge]:
+        return [e for e in self.edges if e.dst == name]
+
+    def replace(self, **changes) -> "Graph":
+        kw = dict(name=self.name, ops=self.ops, edges=self.edges, machine=self.machine,
+                  normalize=self.normalize)
+        kw.update(changes)
+        return Graph(**kw)
+
+    # -- validation ------------------------------------------------------
+    def validate(self) -> None:
+        """Raise GraphError (one line) on the first structural problem."""
+        if not isinstance(self.name, str) or not self.name:
+            raise GraphError("graph name must be a non-empty string")
+        if not self.ops:
+            raise GraphError(f"graph '{self.name}' has no ops: a loop body needs at least one op")
+        seen: set[str] = set()
+        for op in self.ops:
+            _check_op(op)
+            if op.name in seen:
+                raise GraphError(f"duplicate op name '{op.name}': op names must be unique")
+            seen.add(op.name)
+        for e in self.edges:
+            for end in (e.src, e.dst):
+                if end not in seen:
+                    raise GraphError(f"edge {e.src}->{e.dst} names unknown op '{end}': "
+                                     "every edge end must be an op of the graph")
+            _nonneg_int(e.delay, f"edge {e.src}->{e.dst} delay")
+            _nonneg_int(e.distance, f"edge {e.src}->{e.dst} distance")
+            if not isinstance(e.blocking, bool):
+                raise GraphError(f"edge {e.src}->{e.dst} blocking must be true or false")
+        cyc = zero_distance_cycle(self.names, self.edges)
+        if cyc:
+            raise GraphError("zero-distance dependence cycle " + " -> ".join(cyc + [cyc[0]])
+                             + ": a value cannot depend on itself in the same iteration; "
+                               "give one edge of the cycle distance >= 1")
+
+    def validate_for(self, machine) -> None:
+        """Check the graph against a machine: known units, warps that fit."""
+        for op in self.ops:
+            for u in sorted(op.units()):
+                if u not in machine.units:
+                    raise GraphError(f"op '{op.name}' uses unit '{u}', which machine "
+                                     f"'{machine.name}' does not have (units: "
+                                     f"{', '.join(sorted(machine.units))})")
+            if op.warps > machine.warp_groups * machine.warps_per_group:
+                raise GraphError(f"op '{op.name}' needs {op.warps} warps but machine "
+                                 f"'{machine.name}' has {machine.warp_groups * machine.warps_per_group}")
+            if op.tmem and not machine.tmem_bytes:
+                raise GraphError(f"op '{op.name}' holds tensor memory but machine "
+                                 f"'{machine.name}' has none: use a Blackwell machine (b200) or tmem 0")
+
+
+def _nonneg_int(v, what: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise GraphError(f"{what} must be an integer, got {v!r}")
+    if v < 0:
+        raise GraphError(f"{what} must be >= 0, got {v}")
+
+
+def _check_op(op: Op) -> None:
+    if not isinstance(op.name, str) or not op.name:
+        raise GraphError(f"op name must be a non-empty string, got {op.name!r}")
+    _nonneg_int(op.cycles, f"op '{op.name}' cycles")
+    for f in ("regs", "smem", "tmem"):
+        _nonneg_int(getattr(op, f), f"op '{op.name}' {f}")
+    if isinstance(op.warps, bool) or not isinstance(op.warps, int) or op.warps < 1:
+        raise GraphError(f"op '{op.name}' warps must be an integer >= 1, got {op.warps!r}")
+    if op.spill_cost is not None:
+        _nonneg_int(op.spill_cost, f"op '{op.name}' spill_cost")
+    if not isinstance(op.variable_latency, bool):
+        raise GraphError(f"op '{op.name}' variable_latency must be true or false")
+    if not isinstance(op.unit, str) or not op.unit:
+        raise GraphError(f"op '{op.name}' unit must be a non-empty string")
+    if op.rrt is not None:
+        if len(op.rrt) != op.cycles:
+            raise GraphError(f"op '{op.name}' rrt has {len(op.rrt)} rows but cycles is "
+                             f"{op.cycles}: give one row per cycle")
+        for row in op.rrt:
+            for u, n in row:
+                _nonneg_int(n, f"op '{op.name}' rrt entry for unit '{u}'")
+
+
+def zero_distance_cycle(names: Iterable[str], edges: Iterable[Edge]) -> list[str] | None:
+    """A cycle made of distance-0 edges, or None (iterative DFS)."""
+    adj: dict[str, list[str]] = {n: [] for n in names}
+    for e in edges:
+        if e.distance == 0:
+            adj[e.src].append(e.dst)
+    color = {n: 0 for n in adj}
+    for root in adj:
+        if color[root]:
+            continue
+        stack = [(root, iter(adj[root]))]
+        path = [root]
+        color[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                color[node] = 2
+                stack.pop()
+                path.pop()
+            elif color[nxt] == 1:
+                return path[path.index(nxt):]
+            elif color[nxt] == 0:
+                color[nxt] = 1
+                stack.append((nxt, iter(adj[nxt])))
+                path.append(nxt)
+    return None

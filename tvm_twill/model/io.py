@@ -1,0 +1,296 @@
+"""Read and write the JSON formats of shared/spec/formats.md, strictly.
+
+Unknown keys, wrong types, wrong format versions and truncated files raise
+``FormatError`` with one line naming the field; structural rules are then
+checked by ``Graph`` and ``Machine`` themselves.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import FormatError, GraphError, MachineError
+from .graph import Edge, Graph, Op
+from .machine import MACHINE_FORMAT, Machine, get_machine
+from .schedule import SCHEDULE_FORMAT, Attempt, LowerBound, Placement, Schedule
+
+GRAPH_FORMAT = "tvm-twill-graph/1"
+
+_OP_KEYS = {"name", "cycles", "unit", "rrt", "regs", "smem", "tmem", "variable_latency", "warps", "spill_cost"}
+_EDGE_KEYS = {"src", "dst", "delay", "distance", "blocking"}
+_GRAPH_KEYS = {"format", "name", "machine", "normalize", "ops", "edges"}
+_MACHINE_KEYS = {"format", "name", "units", "warp_groups", "warps_per_group", "regs_per_thread_max",
+                 "regs_per_sm", "smem_bytes", "tmem_bytes", "spill_cost"}
+
+
+def _where(ctx: str) -> str:
+    return f"{ctx}: " if ctx else ""
+
+
+def _obj(x, what: str, keys: set, required: set, ctx: str) -> dict:
+    if not isinstance(x, dict):
+        raise FormatError(f"{_where(ctx)}{what} must be a JSON object, got {type(x).__name__}")
+    unknown = sorted(set(x) - keys)
+    if unknown:
+        raise FormatError(f"{_where(ctx)}{what} has unknown field '{unknown[0]}' "
+                          f"(allowed: {', '.join(sorted(keys))})")
+    missing = sorted(required - set(x))
+    if missing:
+        raise FormatError(f"{_where(ctx)}{what} is missing required field '{missing[0]}'")
+    return x
+
+
+def _int(x, what: str, ctx: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise FormatError(f"{_where(ctx)}{what} must be an integer, got {json.dumps(x)}")
+    return x
+
+
+def _bool(x, what: str, ctx: str) -> bool:
+    if not isinstance(x, bool):
+        raise FormatError(f"{_where(ctx)}{what} must be true or false, got {json.dumps(x)}")
+    return x
+
+
+def _str(x, what: str, ctx: str) -> str:
+    if not isinstance(x, str) or not x:
+        raise FormatError(f"{_where(ctx)}{what} must be a non-empty string, got {json.dumps(x)}")
+    return x
+
+
+def _format(doc: dict, expected: str, ctx: str, required: bool = True) -> None:
+    fmt = doc.get("format")
+    if fmt is None and not required:
+        return
+    if fmt != expected:
+        raise FormatError(f"{_where(ctx)}format is {json.dumps(fmt)}, expected \"{expected}\" "
+                          "(this tvm_twill reads version 1 only)")
+
+
+# -- machine ---------------------------------------------------------------
+def machine_from_dict(doc, ctx: str = "", inline: bool = False) -> Machine:
+    d = _obj(doc, "machine", _MACHINE_KEYS, {"name", "units"}, ctx)
+    _format(d, MACHINE_FORMAT, ctx, required=not inline)
+    units = d["units"]
+    if not isinstance(units, dict) or not units:
+        raise FormatError(f"{_where(ctx)}machine units must be a non-empty object unit -> capacity")
+    kw = {"name": _str(d["name"], "machine name", ctx),
+          "units": {_str(u, "unit name", ctx): _int(c, f"capacity of unit '{u}'", ctx) for u, c in units.items()}}
+    for k in _MACHINE_KEYS - {"format", "name", "units"}:
+        if k in d:
+            kw[k] = _int(d[k], f"machine {k}", ctx)
+    try:
+        return Machine(**kw)
+    except MachineError as e:
+        raise MachineError(f"{_where(ctx)}{e}") from None
+
+
+def machine_to_dict(m: Machine) -> dict:
+    return {"format": MACHINE_FORMAT, "name": m.name, "units": dict(m.units),
+            "warp_groups": m.warp_groups, "warps_per_group": m.warps_per_group,
+            "regs_per_thread_max": m.regs_per_thread_max, "regs_per_sm": m.regs_per_sm,
+            "smem_bytes": m.smem_bytes, "tmem_bytes": m.tmem_bytes, "spill_cost": m.spill_cost}
+
+
+# -- graph -----------------------------------------------------------------
+def _op_from_dict(d, i: int, ctx: str) -> Op:
+    d = _obj(d, f"ops[{i}]", _OP_KEYS, {"name", "cycles"}, ctx)
+    name = _str(d["name"], f"ops[{i}] name", ctx)
+    where = f"op '{name}'"
+    kw = {"name": name, "cycles": _int(d["cycles"], f"{where} cycles", ctx)}
+    if "unit" in d:
+        kw["unit"] = _str(d["unit"], f"{where} unit", ctx)
+    for k in ("regs", "smem", "tmem", "warps"):
+        if k in d:
+            kw[k] = _int(d[k], f"{where} {k}", ctx)
+    if "spill_cost" in d:
+        kw["spill_cost"] = _int(d["spill_cost"], f"{where} spill_cost", ctx)
+    if "variable_latency" in d:
+        kw["variable_latency"] = _bool(d["variable_latency"], f"{where} variable_latency", ctx)
+    if "rrt" in d:
+        rrt = d["rrt"]
+        if not isinstance(rrt, list):
+            raise FormatError(f"{_where(ctx)}{where} rrt must be a list of objects unit -> instances")
+        rows = []
+        for j, row in enumerate(rrt):
+            if not isinstance(row, dict):
+                raise FormatError(f"{_where(ctx)}{where} rrt[{j}] must be an object unit -> instances")
+            rows.append({_str(u, "unit name", ctx): _int(n, f"{where} rrt[{j}]['{u}']", ctx) for u, n in row.items()})
+        kw["rrt"] = rows
+    return Op(**kw)
+
+
+def graph_from_dict(doc, ctx: str = "") -> Graph:
+    """A Graph from a ``tvm-twill-graph/1`` object (delays default to the source's cycles)."""
+    d = _obj(doc, "graph", _GRAPH_KEYS, {"format", "name", "ops"}, ctx)
+    _format(d, GRAPH_FORMAT, ctx)
+    name = _str(d["name"], "graph name", ctx)
+    if not isinstance(d["ops"], list):
+        raise FormatError(f"{_where(ctx)}ops must be a list")
+    ops = [_op_from_dict(o, i, ctx) for i, o in enumerate(d["ops"])]
+    cycles = {}
+    for op in ops:
+        if op.name in cycles:
+            raise GraphError(f"{_where(ctx)}duplicate op name '{op.name}': op names must be unique")
+        cycles[op.name] = op.cycles
+    edges_doc = d.get("edges", [])
+    if not isinstance(edges_doc, list):
+        raise FormatError(f"{_where(ctx)}edges must be a list")
+    edges = []
+    for i, e in enumerate(edges_doc):
+        e = _obj(e, f"edges[{i}]", _EDGE_KEYS, {"src", "dst"}, ctx)
+        src, dst = _str(e["src"], f"edges[{i}] src", ctx), _str(e["dst"], f"edges[{i}] dst", ctx)
+        for end in (src, dst):
+            if end not in cycles:
+                raise GraphError(f"{_where(ctx)}edge {src}->{dst} names unknown op '{end}': "
+                                 "every edge end must be an op of the graph")
+        where = f"edge {src}->{dst}"
+        edges.append(Edge(src=src, dst=dst,
+                          delay=_int(e.get("delay", cycles[src]), f"{where} delay", ctx),
+                          distance=_int(e.get("distance", 0), f"{where} distance", ctx),
+                          blocking=_bool(e.get("blocking", False), f"{where} blocking", ctx)))
+    machine = d.get("machine")
+    if isinstance(machine, dict):
+        machine = machine_from_dict(machine, ctx, inline=True)
+    elif machine is not None:
+        machine = get_machine(_str(machine, "graph machine", ctx))
+    normalize = _bool(d.get("normalize", True), "normalize", ctx)
+    try:
+        return Graph(name=name, ops=tuple(ops), edges=tuple(edges), machine=machine, normalize=normalize)
+    except GraphError as err:
+        raise GraphError(f"{_where(ctx)}{err}") from None
+
+
+def graph_to_dict(g: Graph) -> dict:
+    ops = []
+    for op in g.ops:
+        o = {"name": op.name, "cycles": op.cycles}
+        if op.rrt is not None:
+            o["rrt"] = [dict(row) for row in op.rrt]
+        else:
+            o["unit"] = op.unit
+        for k in ("regs", "smem", "tmem"):
+            if getattr(op, k):
+                o[k] = getattr(op, k)
+        if op.variable_latency:
+            o["variable_latency"] = True
+        if op.warps != 1:
+            o["warps"] = op.warps
+        if op.spill_cost is not None:
+            o["spill_cost"] = op.spill_cost
+        ops.append(o)
+    edges = []
+    for e in g.edges:
+        ed = {"src": e.src, "dst": e.dst, "delay": e.delay, "distance": e.distance}
+        if e.blocking:
+            ed["blocking"] = True
+        edges.append(ed)
+    doc = {"format": GRAPH_FORMAT, "name": g.name}
+    if isinstance(g.machine, Machine):
+        doc["machine"] = g.machine.name if g.machine.name in _builtin_names() and \
+            get_machine(g.machine.name) == g.machine else machine_to_dict(g.machine)
+    elif g.machine is not None:
+        doc["machine"] = str(g.machine)
+    doc["normalize"] = g.normalize
+    doc["ops"] = ops
+    doc["edges"] = edges
+    return doc
+
+
+def _builtin_names():
+    from .machine import BUILTIN_MACHINES
+    return BUILTIN_MACHINES
+
+
+# -- schedule --------------------------------------------------------------
+def schedule_to_dict(s: Schedule) -> dict:
+    doc = {"format": SCHEDULE_FORMAT, "graph": s.graph, "machine": s.machine, "ii": s.ii,
+           "length": s.length, "optimal": s.optimal}
+    if s.lower_bound is not None:
+        doc["lower_bound"] = {"ii": s.lower_bound.ii, "resource": s.lower_bound.resource,
+                              "recurrence": s.lower_bound.recurrence}
+    doc["cycles"] = dict(s.cycles)
+    doc["ops"] = {n: {"time": p.time, "stage": p.stage, "order": p.order, "warp": p.warp}
+                  for n, p in s.ops.items()}
+    doc["solve_seconds"] = round(s.solve_seconds, 4)
+    doc["attempts"] = []
+    for a in s.attempts:
+        ad = {"ii": a.ii, "length": a.length, "result": a.result, "seconds": round(a.seconds, 4)}
+        if a.reason:
+            ad["reason"] = a.reason
+        if a.solver:
+            ad["solver"] = a.solver
+        doc["attempts"].append(ad)
+    if s.normalization is not None:
+        doc["normalization"] = s.normalization
+    return doc
+
+
+_SCHED_KEYS = {"format", "graph", "machine", "ii", "length", "optimal", "lower_bound", "cycles", "ops",
+               "solve_seconds", "attempts", "normalization"}
+
+
+def schedule_from_dict(doc, ctx: str = "") -> Schedule:
+    d = _obj(doc, "schedule", _SCHED_KEYS, {"format", "graph", "machine", "ii", "length", "ops"}, ctx)
+    _format(d, SCHEDULE_FORMAT, ctx)
+    ops = {}
+    if not isinstance(d["ops"], dict):
+        raise FormatError(f"{_where(ctx)}schedule ops must be an object name -> placement")
+    for n, p in d["ops"].items():
+        p = _obj(p, f"ops['{n}']", {"time", "stage", "order", "warp"}, {"time", "stage", "order", "warp"}, ctx)
+        ops[n] = Placement(**{k: _int(p[k], f"op '{n}' {k}", ctx) for k in ("time", "stage", "order", "warp")})
+    lb = d.get("lower_bound")
+    if lb is not None:
+        lb = _obj(lb, "lower_bound", {"ii", "resource", "recurrence"}, {"ii", "resource", "recurrence"}, ctx)
+        lb = LowerBound(**{k: _int(lb[k], f"lower_bound {k}", ctx) for k in ("ii", "resource", "recurrence")})
+    attempts = []
+    for i, a in enumerate(d.get("attempts", [])):
+        a = _obj(a, f"attempts[{i}]", {"ii", "length", "result", "seconds", "reason", "solver"},
+                 {"ii", "result"}, ctx)
+        attempts.append(Attempt(ii=a["ii"], length=a.get("length"), result=a["result"],
+                                seconds=float(a.get("seconds", 0.0)), reason=a.get("reason"),
+                                solver=a.get("solver")))
+    cycles = d.get("cycles", {})
+    if not isinstance(cycles, dict):
+        raise FormatError(f"{_where(ctx)}schedule cycles must be an object name -> cycles")
+    return Schedule(graph=_str(d["graph"], "schedule graph", ctx), machine=_str(d["machine"], "machine", ctx),
+                    ii=_int(d["ii"], "ii", ctx), length=_int(d["length"], "length", ctx), ops=ops,
+                    cycles={n: _int(c, f"cycles of '{n}'", ctx) for n, c in cycles.items()},
+                    optimal=_bool(d.get("optimal", False), "optimal", ctx), lower_bound=lb,
+                    solve_seconds=float(d.get("solve_seconds", 0.0)), attempts=tuple(attempts),
+                    normalization=d.get("normalization"))
+
+
+# -- files -----------------------------------------------------------------
+def _load(path) -> object:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise FormatError(f"{p}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise FormatError(f"{p}: cannot read ({e.__class__.__name__})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{p}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+                          "is the file truncated?") from None
+
+
+def load_graph(path) -> Graph:
+    return graph_from_dict(_load(path), ctx=str(path))
+
+
+def load_machine(path) -> Machine:
+    return machine_from_dict(_load(path), ctx=str(path))
+
+
+def load_schedule(path) -> Schedule:
+    return schedule_from_dict(_load(path), ctx=str(path))
+
+
+def dump(doc: dict, path=None) -> str:
+    text = json.dumps(doc, indent=2) + "\n"
+    if path is not None:
+        Path(path).write_text(text)
+    return text

@@ -1,0 +1,120 @@
+"""A modulo schedule with warp assignment (``tvm-twill-schedule/1``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEDULE_FORMAT = "tvm-twill-schedule/1"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one op goes: issue cycle ``time`` within an iteration, its
+    ``stage`` = time // ii, its ``order`` in the emitted body, its ``warp`` role."""
+
+    time: int
+    stage: int
+    order: int
+    warp: int
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """Certificate that no ii below ``ii`` can work: max(ResMII, RecMII), raised
+    to the first ii the search did not prove infeasible."""
+
+    ii: int
+    resource: int
+    recurrence: int
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One (ii, length) the search tried.  ``result`` is ``sat``, ``unsat``
+    (proved impossible), ``timeout`` or ``skipped``; ``reason`` names the
+    constraint family that rules an unsat ii out."""
+
+    ii: int
+    length: int | None
+    result: str
+    seconds: float
+    reason: str | None = None
+    solver: str | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    graph: str
+    machine: str
+    ii: int
+    length: int
+    ops: dict
+    cycles: dict
+    optimal: bool = False
+    lower_bound: LowerBound | None = None
+    solve_seconds: float = 0.0
+    attempts: tuple = ()
+    #: Optional extension (documented in docs/formats.md): cost normalization report.
+    normalization: dict | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "ops", dict(self.ops))
+        object.__setattr__(self, "cycles", dict(self.cycles))
+        object.__setattr__(self, "attempts", tuple(self.attempts))
+
+    @property
+    def num_stages(self) -> int:
+        return 1 + max(p.stage for p in self.ops.values())
+
+    def stage(self, name: str) -> int:
+        return self.ops[name].stage
+
+    def warps_used(self) -> list[int]:
+        return sorted({p.warp for p in self.ops.values()})
+
+    def in_order(self) -> list[str]:
+        """Op names in emitted-body order."""
+        return sorted(self.ops, key=lambda n: self.ops[n].order)
+
+
+def body_order(times: dict, ii: int, topo: list[str]) -> dict:
+    """The emitted-body order of a modulo schedule: by issue slot (time mod ii),
+    then time, then topological position (stated tie-break, deterministic).
+
+    Ordering by slot reproduces the steady-state kernel's issue sequence, and
+    for a same-stage dependence u -> v (time[u] <= time[v]) keeps u before v.
+    """
+    pos = {n: i for i, n in enumerate(topo)}
+    ranked = sorted(times, key=lambda n: (times[n] % ii, times[n], pos[n]))
+    return {n: i for i, n in enumerate(ranked)}
+
+
+def make_schedule(graph, machine_name: str, ii: int, times: dict, warps: dict, cycles: dict,
+                  **extra) -> Schedule:
+    """Build a Schedule from times and warps: stage, order and length derived."""
+    topo = topological_order(graph)
+    order = body_order(times, ii, topo)
+    ops = {n: Placement(time=times[n], stage=times[n] // ii, order=order[n], warp=warps[n])
+           for n in graph.names}
+    length = max(times[n] + cycles[n] for n in graph.names)
+    return Schedule(graph=graph.name, machine=machine_name, ii=ii, length=length, ops=ops,
+                    cycles=cycles, **extra)
+
+
+def topological_order(graph) -> list[str]:
+    """Ops sorted along distance-0 edges; ties by position in the graph."""
+    indeg = {n: 0 for n in graph.names}
+    for e in graph.edges:
+        if e.distance == 0:
+            indeg[e.dst] += 1
+    ready = [n for n in graph.names if indeg[n] == 0]
+    out: list[str] = []
+    while ready:
+        ready.sort(key=graph.index)
+        n = ready.pop(0)
+        out.append(n)
+        for e in graph.out_edges(n):
+            if e.distance == 0:
+                indeg[e.dst] -= 1
+                if indeg[e.dst] == 0:
+                    ready.append(e.dst)
+    return out
