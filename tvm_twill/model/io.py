@@ -223,11 +223,13 @@ def schedule_to_dict(s: Schedule) -> dict:
         doc["attempts"].append(ad)
     if s.normalization is not None:
         doc["normalization"] = s.normalization
+    if s.streaming is not None:
+        doc["streaming"] = s.streaming
     return doc
 
 
 _SCHED_KEYS = {"format", "graph", "machine", "ii", "length", "optimal", "lower_bound", "cycles", "ops",
-               "solve_seconds", "attempts", "normalization"}
+               "solve_seconds", "attempts", "normalization", "streaming"}
 
 
 def schedule_from_dict(doc, ctx: str = "") -> Schedule:
@@ -258,7 +260,7 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
                     cycles={n: _int(c, f"cycles of '{n}'", ctx) for n, c in cycles.items()},
                     optimal=_bool(d.get("optimal", False), "optimal", ctx), lower_bound=lb,
                     solve_seconds=float(d.get("solve_seconds", 0.0)), attempts=tuple(attempts),
-                    normalization=d.get("normalization"))
+                    normalization=d.get("normalization"), streaming=d.get("streaming"))
 
 
 # -- files -----------------------------------------------------------------

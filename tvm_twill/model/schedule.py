@@ -55,6 +55,8 @@ class Schedule:
     attempts: tuple = ()
     #: Optional extension (documented in docs/formats.md): cost normalization report.
     normalization: dict | None = field(default=None, compare=False)
+    #: Optional extension: streaming loads given zero latency (section 5.3) and their ring depth.
+    streaming: dict | None = field(default=None, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "ops", dict(self.ops))

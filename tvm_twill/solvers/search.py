@@ -14,8 +14,11 @@
    length ``L0``), then bisection down to the minimum.
 4. Verify the schedule with the independent checker before returning it.
 
-Tie-breaks, in order: smallest ii, then smallest length, then z3's model
-(pinned z3 version, seed 0).  ``optimal`` is true when every ii in
+Tie-breaks, in order: smallest ii, then smallest length, then the lowest
+per-warp register peak, then the latest issue times (largest sum: values are
+produced as late as their consumers allow), then z3's model (pinned z3
+version, seed 0).  The last two are searched within a deterministic z3
+resource budget, so they are best effort but reproducible.  ``optimal`` is true when every ii in
 [LB, ii) was proven impossible.  The search stops at ``max_ii`` (default:
 the ii at which one iteration fits alone, ops back to back with every delay
 and spill), so it always terminates; a graph infeasible up to there is
@@ -29,6 +32,10 @@ from dataclasses import dataclass, replace
 from ..errors import InfeasibleError, SolverTimeoutError
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from .smt import JointProblem
+
+
+#: z3 resource budget of one register tie-break query (deterministic, unlike time).
+TIE_BREAK_RLIMIT = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,8 @@ def solve(graph, machine=None, *, time_limit: float | None = None, options: Solv
             g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
             optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
             solve_seconds=_time.perf_counter() - start, attempts=tuple(attempts),
-            normalization=prep.normalization)
+            normalization=prep.normalization,
+            streaming={"ops": list(prep.streaming), "depth": opts.streaming_depth} if prep.streaming else None)
         bad = check(sched, g, m, cross_warp_sync=opts.cross_warp_sync)
         if bad:  # a solver bug: never hand out an unchecked schedule
             raise AssertionError("solver produced a schedule the checker rejects: " + "; ".join(map(str, bad)))
@@ -161,26 +169,44 @@ def _family(core: tuple) -> str:
 
 
 def _shortest(problem, first, ii, g, attempts, deadline):
-    """Shrink the length from the first model: Algorithm 1's window, then bisection."""
+    """Tie-breaks at the optimal ii (see the module docstring): shortest length,
+    then lowest per-warp register peak, then latest issue times."""
     def length(times):
         return max(times[op.name] + op.cycles for op in g.ops)
 
     best = first
-    hi = length(first.times)
-    lo = max(op.cycles for op in g.ops)
-    attempts.append(Attempt(ii, hi, "sat", first.seconds, solver="smt"))
-    while lo < hi:
-        left = deadline - _time.perf_counter()
-        if left <= 0:
-            break  # keep the valid schedule in hand; length minimality is only a tie-break
-        mid = (lo + hi) // 2
+    attempts.append(Attempt(ii, length(first.times), "sat", first.seconds, solver="smt"))
+
+    def bisect(lo, hi, query, measure):
+        nonlocal best
+        while lo < hi:
+            left = deadline - _time.perf_counter()
+            if left <= 0:
+                return hi  # keep the valid schedule in hand: these are tie-breaks only
+            mid = (lo + hi) // 2
+            r = query(mid, left)
+            if r.status == "sat":
+                best, hi = r, measure(r)
+            elif r.status == "unsat":
+                lo = mid + 1
+            else:
+                return hi
+        return hi
+
+    def by_length(mid, left):
         r = problem.solve(max_length=mid, timeout=left)
-        attempts.append(Attempt(ii, mid, r.status, r.seconds, reason=" + ".join(r.core) or None,
-                                solver="smt"))
-        if r.status == "sat":
-            best, hi = r, length(r.times)
-        elif r.status == "unsat":
-            lo = mid + 1
-        else:
-            break
+        attempts.append(Attempt(ii, mid, r.status, r.seconds, reason=" + ".join(r.core) or None, solver="smt"))
+        return r
+
+    L = bisect(max(op.cycles for op in g.ops), length(first.times), by_length, lambda r: length(r.times))
+    # The later tie-breaks are best effort within a deterministic z3 budget.
+    R = bisect(0, best.reg_peak, lambda mid, left: problem.solve(max_length=L, max_regs=mid, timeout=left,
+                                                                 rlimit=TIE_BREAK_RLIMIT),
+               lambda r: r.reg_peak)
+    # As late as possible: the largest sum of issue times (bisection on its negation).
+    n = len(g.ops)
+    total = sum(best.times.values())
+    bisect(-n * L, -total, lambda mid, left: problem.solve(max_length=L, max_regs=R, min_time_sum=-mid,
+                                                          timeout=left, rlimit=TIE_BREAK_RLIMIT),
+           lambda r: -sum(r.times.values()))
     return best.times, best.warps

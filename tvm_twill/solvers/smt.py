@@ -63,6 +63,8 @@ class SmtResult:
     warps: dict | None = None
     core: tuple = ()
     seconds: float = 0.0
+    length: int | None = None
+    reg_peak: int | None = None
 
 
 def time_bound(graph, machine, ii: int) -> int:
@@ -92,6 +94,7 @@ class JointProblem:
         self.q = {o.name: Int(f"q:{o.name}") for o in ops}
         self.w = {o.name: Int(f"w:{o.name}") for o in ops}
         self.length = Int("length")
+        self.reg_peak = Int("reg_peak")
         s = self.solver
         bound = time_bound(graph, machine, ii)
         for o in ops:
@@ -211,29 +214,45 @@ class JointProblem:
             return a + z3.If(self._mod(at, v) < b, 1, 0)
 
         limit = self.machine.regs_per_thread_max
+        # reg_peak: the largest per-warp pressure, bounded by the limit; a
+        # query may bound it further (the search's third tie-break).
+        self.solver.add(self.reg_peak >= 0)
+        self._guard("registers", self.reg_peak <= limit)
         for u in holders:
             if not u.regs:
                 continue
             terms = [z3.If(self.w[v.name] == self.w[u.name], v.regs * live(v.name, u.name), 0)
                      for v in holders if v.regs]
-            self._guard("registers", z3.Sum(terms) <= limit)
+            self._guard("registers", z3.Sum(terms) <= self.reg_peak)
         for field, cap in (("smem", self.machine.smem_bytes), ("tmem", self.machine.tmem_bytes)):
             users = [v for v in holders if getattr(v, field)]
             for u in users:
                 self._guard("memory", z3.Sum([getattr(v, field) * live(v.name, u.name) for v in users]) <= cap)
 
     # -- queries -------------------------------------------------------------
-    def solve(self, *, max_length: int | None = None, timeout: float = 10.0,
-              families=FAMILIES) -> SmtResult:
-        """Is there a schedule (of length <= max_length)?  ``families`` are enforced."""
+    def solve(self, *, max_length: int | None = None, max_regs: int | None = None,
+              min_time_sum: int | None = None, timeout: float = 10.0, rlimit: int = 0, families=FAMILIES) -> SmtResult:
+        """Is there a schedule (of length <= max_length, per-warp register peak
+        <= max_regs)?  ``families`` are enforced.  ``rlimit`` (0: none) caps z3's
+        deterministic resource counter, so a capped query gives the same answer
+        on every machine; its exhaustion reads as ``timeout``."""
         z3 = self.z3
         start = _time.perf_counter()
         self.solver.set("timeout", max(1, int(timeout * 1000)))
+        self.solver.set("rlimit", rlimit)
         assumptions = [self.lits[f] for f in families]
         if max_length is not None:
             bound_lit = z3.Bool(f"length<={max_length}")
             self.solver.add(z3.Implies(bound_lit, self.length <= max_length))
             assumptions.append(bound_lit)
+        if min_time_sum is not None:
+            late_lit = z3.Bool(f"time_sum>={min_time_sum}")
+            self.solver.add(z3.Implies(late_lit, z3.Sum(list(self.t.values())) >= min_time_sum))
+            assumptions.append(late_lit)
+        if max_regs is not None:
+            regs_lit = z3.Bool(f"reg_peak<={max_regs}")
+            self.solver.add(z3.Implies(regs_lit, self.reg_peak <= max_regs))
+            assumptions.append(regs_lit)
         res = self.solver.check(*assumptions)
         secs = _time.perf_counter() - start
         if res == z3.sat:
@@ -241,8 +260,10 @@ class JointProblem:
             ev = lambda x: m.eval(x, model_completion=True).as_long()  # noqa: E731
             names = self.graph.names
             return SmtResult("sat", {n: ev(self.t[n]) for n in names}, {n: ev(self.w[n]) for n in names},
-                             seconds=secs)
+                             seconds=secs, length=ev(self.length), reg_peak=ev(self.reg_peak))
         if res == z3.unsat:
-            core = tuple(f for f in FAMILIES if self.lits[f] in set(self.solver.unsat_core()))
+            names = {str(c) for c in self.solver.unsat_core()}
+            core = tuple(f for f in FAMILIES if f"family:{f}" in names)
+            core += tuple(x for x in ("length", "reg_peak") if any(c.startswith(x + "<=") for c in names))
             return SmtResult("unsat", core=core, seconds=secs)
         return SmtResult("timeout", seconds=secs)

@@ -1,0 +1,99 @@
+"""An exhaustive reference scheduler for small graphs, independent of the solvers.
+
+For graphs whose ops hold no registers or memory, validity depends only on
+each op's slot (time mod ii), its warp, and whether the stage offsets can meet
+the dependences.  We enumerate slots and warps depth-first (pruning resource,
+blocking and variable-latency conflicts among the ops placed so far) and
+decide the stages exactly with Bellman-Ford on the difference constraints
+``q_dst - q_src >= ceil((r_src + d + s - r_dst) / ii) - distance``.  Every
+candidate is confirmed by the independent checker.
+"""
+from __future__ import annotations
+
+from tvm_twill.model import check, make_schedule
+
+
+def _spill(op, machine):
+    return machine.spill_cost if op.spill_cost is None else op.spill_cost
+
+
+def _stages(graph, machine, ii, r, w):
+    """Least stage offsets meeting every dependence, or None (positive cycle)."""
+    q = {n: 0 for n in graph.names}
+    for _ in range(len(q) + 1):
+        changed = False
+        for e in graph.edges:
+            s = _spill(graph.op(e.src), machine) if w[e.src] != w[e.dst] else 0
+            need = -((r[e.dst] - r[e.src] - e.delay - s) // ii) - e.distance  # ceil(.)/ii - delta
+            if q[e.dst] < q[e.src] + need:
+                q[e.dst] = q[e.src] + need
+                changed = True
+        if not changed:
+            return q
+    return None
+
+
+def feasible(graph, machine, ii, *, cross_warp_sync=False):
+    """A valid schedule at ii, or None.  Graph ops must hold no regs/smem/tmem."""
+    assert all(not (op.regs or op.smem or op.tmem) for op in graph.ops)
+    ops = list(graph.ops)
+    W = machine.warp_groups
+    r, w = {}, {}
+
+    def conflicts(k):
+        op = ops[k]
+        n = op.name
+        # resources: unit usage per slot among placed ops
+        for unit, cap in machine.units.items():
+            use = [0] * ii
+            for o in ops[:k + 1]:
+                for j, row in enumerate(o.reservation()):
+                    use[(r[o.name] + j) % ii] += dict(row).get(unit, 0)
+            if max(use) > cap:
+                return True
+        vl = [o.name for o in ops[:k + 1] if o.variable_latency]
+        if vl and (len({w[x] for x in vl}) > 1 or
+                   any(w[o.name] == w[vl[0]] for o in ops[:k + 1] if not o.variable_latency)):
+            return True
+        placed = {o.name for o in ops[:k + 1]}
+        for e in graph.edges:
+            if e.dst not in placed or e.src not in placed:
+                continue
+            if not (e.blocking or (cross_warp_sync and w[e.src] != w[e.dst])):
+                continue
+            for o in ops[:k + 1]:
+                if o.name != e.dst and o.cycles and w[o.name] == w[e.dst] and \
+                        (r[e.dst] - r[o.name]) % ii < o.cycles:
+                    return True
+        return False
+
+    def dfs(k, used):
+        if k == len(ops):
+            q = _stages(graph, machine, ii, r, w)
+            if q is None:
+                return None
+            base = min(q.values())
+            times = {n: ii * (q[n] - base) + r[n] for n in graph.names}
+            s = make_schedule(graph, machine.name, ii, times, dict(w), {o.name: o.cycles for o in ops})
+            assert check(s, graph, machine, cross_warp_sync=cross_warp_sync) == [], "brute force bug"
+            return s
+        n = ops[k].name
+        for slot in range(ii):
+            for warp in range(min(W, used + 1)):  # first-fit: roles are interchangeable
+                r[n], w[n] = slot, warp
+                if not conflicts(k):
+                    found = dfs(k + 1, max(used, warp + 1))
+                    if found is not None:
+                        return found
+        r.pop(n, None)
+        w.pop(n, None)
+        return None
+
+    return dfs(0, 0)
+
+
+def min_ii(graph, machine, ii_max, **kw):
+    for ii in range(1, ii_max + 1):
+        if feasible(graph, machine, ii, **kw) is not None:
+            return ii
+    return None

@@ -1,0 +1,338 @@
+"""The Twill paper's joint SWP + WS constraint system (Figures 4-6), on z3, and Algorithm 1.
+
+This is the paper-faithful baseline: the constraints are stated over the
+straight-line program Q of overlapped copies of one iteration, one boolean
+per (op, copy, cycle), exactly as in sections 4.1-4.3.  It is meant for
+comparison with tvm_twill's default encoding, not for speed.
+
+The straight-line program Q
+---------------------------
+For an initiation interval ``ii`` and a length bound ``L``, Q holds copies
+i in [0, C) of the iteration, copy i issued ii*i cycles after copy 0, over
+cycles t in [0, T) with T = (C-1)*ii + L.  The paper takes C = ceil(L/ii);
+we take C = ceil(L/ii) + dmax, dmax the largest edge distance (see
+"Differences" below for why).  Variables::
+
+    op[v,i,t]   copy i of op v issues at cycle t             t in [0, T)
+    live[v,i,t] the value of copy i of v is live at cycle t  t in [0, T]
+    opw[v,w]    v is issued by warp (group) w                w in [0, warp_groups)
+
+Figure 4 (modulo schedule), with out-of-range op[...] read as false and
+constraints on copies outside [0, C) not emitted::
+
+    sum_t op[v,i,t] = 1                                           Uniqueness
+    op[v,0,t] => op[v,i,t+i*ii]                                   Consistency
+    t + cycles(v) > T => not op[v,i,t]                            Completion
+    op[u,i,t] => not op[v,i+delta,t'] for t' < t+d                Dependence
+    sum_{v,i,c} op[v,i,t-c]*RRT[v][c][f] <= cap(f)                Capacity
+
+Figure 5 (liveness, a backward dataflow over Q; only for ops whose value
+holds registers or memory and has a consumer, the others never count)::
+
+    live[v,i,T] <=> some edge (v,u,_,delta) has i+delta >= C      Init
+    live[v,i,t] and op[v,i,t] => not live[v,i,t-1]                LiveProp-1
+    live[v,i,t] and not op[v,i,t] => live[v,i,t-1]                LiveProp-2
+    not live[v,i,t] and OR_(v,u,_,delta) op[u,i+delta,t]
+        => live[v,i,t-1]                                          DeadProp-1
+    not live[v,i,t] and AND_(v,u,_,delta) not op[u,i+delta,t]
+        => not live[v,i,t-1]                                      DeadProp-2
+    sum_{v,i} live[v,i,t]*smem(v) <= smem_bytes, same for tmem    Memory Capacity
+
+Figure 6 (warps)::
+
+    sum_w opw[v,w] = 1                                            Warp Uniqueness
+    variable_latency(v) <=> opw[v,W_vl]   (W_vl = warp_groups-1)  Variable Latency
+    sum_{v,i} live[v,i,t]*opw[v,w]*regs(v) <= regs_per_thread_max Register Limit
+    op[u,i,t] and apart(u,v) => not op[v,i+delta,t+d+s],
+        s in [0, spill_cost(u))                                   Cross-Warp Spills
+    op[v,i,t] and together(v,o) and blocking(u,v)
+        => not op[o,i',t'] for all i', t' in [t-cycles(o)+1, t]   Concurrency (o != v)
+
+where together(v,o) = OR_w (opw[v,w] and opw[o,w]) and apart = not together:
+the paper quantifies over w and w' != w, which says the same with one
+literal per pair instead of warp_groups^2 clauses.  All of it is pure
+boolean plus pseudo-boolean sums, solved by z3's QF_FD engine with a fixed
+random seed.  The schedule read back is M(v) = the t with op[v,0,t].
+
+Differences from the paper, and from the checker (``shared/spec/formats.md``)
+-------------------------------------------------------------------------
+The checker is the reference; every change below makes this encoding at
+least as strict as the checker, so what it returns passes ``check``:
+
+* Copies.  With C = ceil(L/ii) copies, an edge of distance delta >= C has no
+  pair of copies in Q and the paper drops it (a real dependence lost), and a
+  value live for more than about C*ii cycles (a long loop-carried lifetime)
+  has instances from iterations before copy 0 live in the steady state, which
+  Q does not hold (registers undercounted).  With C = ceil(L/ii) + dmax every
+  edge has a copy pair, and the window t in [L + (dmax-1)*ii, C*ii) of Q --
+  at least ii consecutive cycles, inside [0, T] -- holds every steady-state
+  live instance, so the register and memory sums of Q bound the checker's
+  rules 5 and 6 from above.  Dependence, capacity and concurrency over the
+  extra copies say nothing new: they are the checker's rules 1, 2 and 4.
+* Init.  The paper marks only the last copy live at T; a copy whose consumer
+  lies beyond Q (i + delta >= C) is live at T too, else a value consumed two
+  iterations later would never be live.
+* Liveness is an over-approximation where Q ends: a value whose consumer is
+  beyond Q stays live up to T (the checker ends it at the consumer), and a
+  value whose every consumer issues in the cycle it is defined (delay 0)
+  becomes live before its definition by DeadProp-1 (the checker: live over an
+  empty interval).  Both can reject a schedule the checker accepts, never
+  the reverse.
+* Variable latency.  The paper reserves W_vl even when no op has variable
+  latency, which would waste a warp; rule 3 only constrains graphs that have
+  such ops, so the constraint is emitted only then.  Pinning them to the last
+  warp loses nothing: warps are interchangeable.
+* The concurrency constraint for cross-warp hand-offs, elided in the paper,
+  is not modelled (the checker's default, ``cross_warp_sync=False``).
+
+Warps in the result are renamed by first use in graph order (the
+variable-latency warp stays last), so equal answers print the same.
+"""
+from __future__ import annotations
+
+import time as _time
+from math import ceil
+
+from ..errors import InputError, SolverTimeoutError, SolverUnavailableError
+from .modulo_ilp import modulo_schedule_ilp
+
+SOLVER = "paper-smt"
+
+
+def _load_z3():
+    try:
+        import z3
+    except ImportError:
+        raise SolverUnavailableError("solver 'paper-smt' needs z3-solver: pip install z3-solver") from None
+    return z3
+
+
+def _spill(op, machine) -> int:
+    return machine.spill_cost if op.spill_cost is None else op.spill_cost
+
+
+def copies_and_horizon(graph, ii: int, length: int) -> tuple[int, int]:
+    """(C, T) of Q: C = ceil(L/ii) + max edge distance copies, T = (C-1)*ii + L cycles."""
+    dmax = max((e.distance for e in graph.edges), default=0)
+    copies = ceil(length / ii) + dmax
+    return copies, (copies - 1) * ii + length
+
+
+def paper_smt_solve(graph, machine, ii: int, length: int, *,
+                    time_limit: float = 60.0) -> tuple[dict[str, int], dict[str, int]] | None:
+    """Solve Figures 4-6 for (ii, L); return (times, warps) or None when unsat.
+
+    ``times`` are the copy-0 issue cycles M(v) (every op ends by ``length``),
+    ``warps`` the warp (group) of each op.  Raises SolverTimeoutError when z3
+    answers unknown within ``time_limit`` seconds.
+    """
+    from ..model import get_machine
+
+    for what, v in (("ii", ii), ("length", length)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{what} must be an integer >= 1, got {v!r}")
+    machine = get_machine(machine)
+    graph.validate_for(machine)
+    z3 = _load_z3()
+    Bool, And, Or, Not, Implies = z3.Bool, z3.And, z3.Or, z3.Not, z3.Implies
+
+    names = graph.names
+    ops = {n: graph.op(n) for n in names}
+    C, T = copies_and_horizon(graph, ii, length)
+    W = machine.warp_groups
+    copies = range(C)
+    cycles = range(T)
+    s = z3.SolverFor("QF_FD")
+    s.set("random_seed", 0)
+    s.set("timeout", max(1, int(time_limit * 1000)))
+
+    # -- Figure 4 ------------------------------------------------------------
+    op = {(n, i, t): Bool(f"op[{n},{i},{t}]") for n in names for i in copies for t in cycles}
+
+    def at(n, i, t):
+        """op[n,i,t], false outside Q (the paper's guard)."""
+        return op[n, i, t] if 0 <= i < C and 0 <= t < T else z3.BoolVal(False)
+
+    for n in names:
+        for i in copies:
+            s.add(z3.PbEq([(op[n, i, t], 1) for t in cycles], 1))                      # Uniqueness
+            for t in cycles:
+                if i:
+                    s.add(Implies(op[n, 0, t], at(n, i, t + i * ii)))                # Consistency
+                if t + ops[n].cycles > T:
+                    s.add(Not(op[n, i, t]))                                          # Completion
+    for e in graph.edges:
+        for i in range(C - e.distance):
+            for t in cycles:
+                early = [op[e.dst, i + e.distance, t2] for t2 in range(min(t + e.delay, T))]
+                if early:
+                    s.add(Implies(op[e.src, i, t], Not(Or(early))))                  # Dependence
+    rows = {n: ops[n].reservation() for n in names}
+    for unit, cap in sorted(machine.units.items()):
+        for t in cycles:
+            terms = [(op[n, i, t - c], k) for n in names for i in copies
+                     for c, row in enumerate(rows[n]) if t - c >= 0
+                     for u, k in row if u == unit]
+            if sum(k for _, k in terms) > cap:
+                s.add(z3.PbLe(terms, cap))                                            # Capacity
+
+    # -- Figure 6: warp variables (needed by the register limit below) ---------
+    opw = {(n, w): Bool(f"opw[{n},{w}]") for n in names for w in range(W)}
+    for n in names:
+        s.add(z3.PbEq([(opw[n, w], 1) for w in range(W)], 1))                        # Warp Uniqueness
+    if any(o.variable_latency for o in ops.values()):
+        for n in names:
+            s.add(opw[n, W - 1] == z3.BoolVal(ops[n].variable_latency))                # Variable Latency
+
+    def together(a, b):
+        return Or([And(opw[a, w], opw[b, w]) for w in range(W)])
+
+    # -- Figure 5: liveness ------------------------------------------------------
+    holders = [n for n in names if graph.out_edges(n)
+               and (ops[n].regs or ops[n].smem or ops[n].tmem)]
+    live = {(n, i, t): Bool(f"live[{n},{i},{t}]") for n in holders for i in copies for t in range(T + 1)}
+    for n in holders:
+        outs = graph.out_edges(n)
+        for i in copies:
+            s.add(live[n, i, T] == z3.BoolVal(any(i + e.distance >= C for e in outs)))  # Init
+            for t in range(T, 0, -1):
+                here = at(n, i, t)
+                used = Or([at(e.dst, i + e.distance, t) for e in outs])
+                s.add(Implies(And(live[n, i, t], here), Not(live[n, i, t - 1])))      # LiveProp-1
+                s.add(Implies(And(live[n, i, t], Not(here)), live[n, i, t - 1]))      # LiveProp-2
+                s.add(Implies(And(Not(live[n, i, t]), used), live[n, i, t - 1]))      # DeadProp-1
+                s.add(Implies(And(Not(live[n, i, t]), Not(used)), Not(live[n, i, t - 1])))  # DeadProp-2
+    for field, cap in (("smem", machine.smem_bytes), ("tmem", machine.tmem_bytes)):
+        users = [n for n in holders if getattr(ops[n], field)]
+        if sum(getattr(ops[n], field) for n in users) * C <= cap:
+            continue  # can never be exceeded: skip the (true) constraint
+        for t in range(T + 1):
+            s.add(z3.PbLe([(live[n, i, t], getattr(ops[n], field)) for n in users for i in copies],
+                          cap))                                                       # Memory Capacity
+
+    # -- Figure 6: registers, spills, concurrency ----------------------------------
+    reg_users = [n for n in holders if ops[n].regs]
+    if sum(ops[n].regs for n in reg_users) * C > machine.regs_per_thread_max:
+        for t in range(T + 1):
+            for w in range(W):
+                s.add(z3.PbLe([(And(live[n, i, t], opw[n, w]), ops[n].regs)
+                               for n in reg_users for i in copies],
+                              machine.regs_per_thread_max))                           # Register Limit
+    for e in graph.edges:
+        cost = _spill(ops[e.src], machine)
+        if not cost or e.src == e.dst:
+            continue
+        apart = Not(together(e.src, e.dst))
+        for i in range(C - e.distance):
+            for t in cycles:
+                late = [op[e.dst, i + e.distance, t + e.delay + k] for k in range(cost)
+                        if t + e.delay + k < T]
+                if late:
+                    s.add(Implies(And(op[e.src, i, t], apart), Not(Or(late))))       # Cross-Warp Spills
+    for v in sorted({e.dst for e in graph.edges if e.blocking}, key=graph.index):
+        for o in names:
+            if o == v or not ops[o].cycles:
+                continue
+            same = together(v, o)
+            for i in copies:
+                for t in cycles:
+                    busy = [op[o, i2, t2] for i2 in copies
+                            for t2 in range(max(0, t - ops[o].cycles + 1), t + 1)]
+                    s.add(Implies(And(op[v, i, t], same), Not(Or(busy))))             # Concurrency
+
+    result = s.check()
+    if result == z3.unknown:
+        raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: z3 answered "
+                                 f"unknown ({s.reason_unknown()}) within {time_limit:.1f} s; "
+                                 "raise the time limit")
+    if result == z3.unsat:
+        return None
+    model = s.model()
+    times = {n: next(t for t in cycles if z3.is_true(model.eval(op[n, 0, t]))) for n in names}
+    warps = {n: next(w for w in range(W) if z3.is_true(model.eval(opw[n, w]))) for n in names}
+    return times, _canonical_warps(warps, graph, W)
+
+
+def _canonical_warps(warps: dict[str, int], graph, n_warps: int) -> dict[str, int]:
+    """Rename warps by first use in graph order, the variable-latency warp kept last.
+
+    A permutation of warp ids preserves every rule (they only compare warps
+    for equality), so this only makes equal answers print the same."""
+    vl = {warps[op.name] for op in graph.ops if op.variable_latency}
+    rename = {w: n_warps - 1 for w in vl}
+    for n in graph.names:
+        if warps[n] not in rename:
+            rename[warps[n]] = len(rename) - len(vl)
+    return {n: rename[w] for n, w in warps.items()}
+
+
+def paper_search(graph, machine, *, time_limit: float = 300.0):
+    """Algorithm 1 of the Twill paper; return a Schedule (``optimal=False``).
+
+    ::
+
+        for ii = max(ResMII, RecMII), ...:         # the paper starts at 1; below this
+            M = modulo_schedule_ilp(G, ii)          #   bound the ILP is infeasible anyway
+            if M is None: continue                  # attempt 'infeasible'
+            L = Len(M)
+            while ceil(L/ii) == ceil(Len(M)/ii):
+                if paper_smt_solve(G, ii, L) is sat: return it
+                L += 1                              # attempt 'unsat'
+
+    The graph's cycles are used as they are (run ``normalize_graph`` first for
+    a graph in raw cycles).  ``optimal`` is False: when every L with the same
+    ceil(L/ii) is unsat, the search moves on to ii+1 without proving that no
+    longer L works at ii, so a smaller ii is not ruled out.  ``lower_bound.ii``
+    is the first ii whose modulo ILP is feasible (every smaller one is proved
+    impossible).  The result is verified by the independent checker.  Raises
+    SolverTimeoutError (with the attempts so far) when ``time_limit`` seconds
+    run out.
+    """
+    from ..model import Attempt, LowerBound, get_machine, make_schedule, rec_mii, res_mii, verify
+
+    machine = get_machine(machine)
+    graph.validate_for(machine)
+    start = _time.monotonic()
+    deadline = start + time_limit
+    attempts: list = []
+    res, rec = res_mii(graph, machine), rec_mii(graph)
+    cycles = {op.name: op.cycles for op in graph.ops}
+    lower = None
+    ii = max(res, rec)
+    while True:
+        t0 = _time.monotonic()
+        try:
+            M = modulo_schedule_ilp(graph, machine, ii, time_limit=deadline - t0)
+        except SolverTimeoutError:
+            attempts.append(Attempt(ii, None, "timeout", round(_time.monotonic() - t0, 3), solver="ilp"))
+            raise SolverTimeoutError(f"paper search for '{graph.name}' ran out of time "
+                                     f"({time_limit:.0f} s) in the modulo ILP at ii={ii}", attempts)
+        if M is None:
+            attempts.append(Attempt(ii, None, "infeasible", round(_time.monotonic() - t0, 3),
+                                    reason="resources", solver="ilp"))
+            ii += 1
+            continue
+        lower = lower or LowerBound(ii=ii, resource=res, recurrence=rec)
+        first = max(1, max(M[n] + cycles[n] for n in graph.names))
+        length = first
+        while ceil(length / ii) == ceil(first / ii):
+            t0 = _time.monotonic()
+            try:
+                found = paper_smt_solve(graph, machine, ii, length, time_limit=deadline - t0)
+            except SolverTimeoutError:
+                attempts.append(Attempt(ii, length, "timeout", round(_time.monotonic() - t0, 3), solver=SOLVER))
+                raise SolverTimeoutError(f"paper search for '{graph.name}' ran out of time "
+                                         f"({time_limit:.0f} s) at ii={ii}, L={length}", attempts)
+            seconds = round(_time.monotonic() - t0, 3)
+            if found is None:
+                attempts.append(Attempt(ii, length, "unsat", seconds, solver=SOLVER))
+                length += 1
+                continue
+            attempts.append(Attempt(ii, length, "sat", seconds, solver=SOLVER))
+            times, warps = found
+            schedule = make_schedule(graph, machine.name, ii, times, warps, cycles, optimal=False,
+                                     lower_bound=lower, attempts=attempts,
+                                     solve_seconds=round(_time.monotonic() - start, 3))
+            verify(schedule, graph, machine)
+            return schedule
+        ii += 1
