@@ -1,0 +1,122 @@
+"""Run TVM-generated GEMM kernels on a GPU without TVM (GPU-machine half of the GEMM benchmark).
+
+The TVM wheel is too large to carry to the GPU machine, so ``bench/gemm_export.py``
+compiles the kernels with TVM here and writes their CUDA source and launch
+configuration; this script (CuPy + torch + nvcc, which the GPU machine has)
+builds each with ``nvcc -cubin``, launches it on torch tensors, checks the
+result against torch (fp32) and numpy (a row slice), and times it against
+``torch.matmul`` (cuBLAS).
+
+    python bench/gpu_gemm_run.py bench/gpu_kernels --out bench/results/gemm_gpu.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kernels", help="folder with manifest.json and the exported .cu files")
+    ap.add_argument("--out", required=True, help="JSON results file")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    args = ap.parse_args(argv)
+    try:
+        import cupy
+        import numpy as np
+        import torch
+    except ImportError as e:
+        print(f"gpu_gemm_run: needs torch, cupy and numpy: {e}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("gpu_gemm_run: no CUDA GPU here; run it on a GPU machine", file=sys.stderr)
+        return 2
+    kdir = Path(args.kernels)
+    man = json.loads((kdir / "manifest.json").read_text())
+    M, N, K = man["M"], man["N"], man["K"]
+    cc = torch.cuda.get_device_capability()
+    arch = f"sm_{cc[0]}{cc[1]}" + ("a" if cc[0] == 9 else "")
+    torch.manual_seed(0)
+    A = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    B = torch.randn(N, K, device="cuda", dtype=torch.float16) if man["b_transposed"] else \
+        torch.randn(K, N, device="cuda", dtype=torch.float16)
+    Bm = B.t() if man["b_transposed"] else B
+    ref = A.float() @ Bm.float()
+    rows = slice(0, 64)  # numpy check on a row slice (a full 4096^3 product in numpy is minutes)
+    ref_np = A[rows].float().cpu().numpy() @ Bm.float().cpu().numpy()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def timeit(fn):
+        for _ in range(args.warmup):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.iters):
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        times.sort()
+        return times[len(times) // 2]
+
+    flop = 2.0 * M * N * K
+    results = []
+    for v in man["variants"]:
+        cu = kdir / v["cu"]
+        cubin = kdir / (v["name"] + f".{arch}.cubin")
+        p = subprocess.run(["nvcc", f"-arch={arch}", "-cubin", "-o", str(cubin), str(cu), "-Xptxas", "-v"],
+                           capture_output=True, text=True)
+        if p.returncode:
+            print(p.stderr, file=sys.stderr)
+            return 1
+        regs = re.findall(r"Used (\d+) registers", p.stderr)
+        spills = re.findall(r"(\d+) bytes spill stores", p.stderr)
+        mod = cupy.RawModule(path=str(cubin))
+        fn = mod.get_function(v["kernel"])
+        if v.get("dyn_smem", 0) > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = v["dyn_smem"]
+        C = torch.zeros(M, N, device="cuda", dtype=torch.float32)
+        bufs = {"A": A, "B": B, "C": C}
+        cargs = tuple(cupy.asarray(bufs[a]) for a in v["args"])
+
+        def launch():
+            fn(tuple(v["grid"]), tuple(v["block"]), cargs, shared_mem=v.get("dyn_smem", 0))
+
+        launch()
+        torch.cuda.synchronize()
+        err = (C - ref).abs().max().item()
+        rel = err / ref.abs().max().item()
+        np_err = float(np.abs(C[rows].cpu().numpy() - ref_np).max())
+        ms = timeit(launch)
+        results.append({"variant": v["name"], "ms": ms, "tflops": flop / ms / 1e9, "max_abs_err": err,
+                        "max_rel_err": rel, "numpy_max_abs_err": np_err,
+                        "correct": rel < 1e-3 and np_err / float(np.abs(ref_np).max()) < 1e-3,
+                        "registers": int(regs[0]) if regs else None,
+                        "spill_bytes": int(spills[0]) if spills else None,
+                        "annotation": v.get("annotation")})
+    Cb = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    ms = timeit(lambda: torch.matmul(A, Bm, out=Cb))
+    results.append({"variant": "torch.matmul (cuBLAS, fp16 out)", "ms": ms, "tflops": flop / ms / 1e9})
+    doc = {"device": torch.cuda.get_device_name(), "arch": arch, "M": M, "N": N, "K": K,
+           "torch": torch.__version__, "cupy": cupy.__version__, "commit": man.get("commit"),
+           "command": " ".join(["python", "bench/gpu_gemm_run.py"] + (argv or sys.argv[1:])),
+           "warmup": args.warmup, "iters": args.iters, "timing": "median of CUDA-event times",
+           "results": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"{doc['device']} ({arch}), {M}x{N}x{K} fp16 -> fp32, commit {doc['commit']}")
+    print(f"{'variant':40s} {'ms':>8s} {'TFLOP/s':>8s} {'rel err':>9s} {'regs':>5s} {'spill':>5s}")
+    for r in results:
+        print(f"{r['variant']:40s} {r['ms']:8.3f} {r['tflops']:8.1f} {r.get('max_rel_err', float('nan')):9.2e} "
+              f"{str(r.get('registers', '')):>5s} {str(r.get('spill_bytes', '')):>5s}")
+    return 0 if all(r.get("correct", True) for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
