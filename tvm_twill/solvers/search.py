@@ -10,8 +10,9 @@
    whether any schedule exists.  Its time bound is proven loss-free, so
    ``unsat`` proves ii impossible, and the unsat core names the constraint
    families that rule it out.  On ``sat``, shrink the length: first the
-   Algorithm 1 window (``L <= ceil(L0/ii)*ii`` above the model's first
-   length ``L0``), then bisection down to the minimum.
+   model's first length down: galloping up from the critical path, then
+   bisection (the minimum length, which Algorithm 1's inner loop finds one
+   length at a time).
 4. Verify the schedule with the independent checker before returning it.
 
 Tie-breaks, in order: smallest ii, then smallest length, then the lowest
@@ -35,7 +36,7 @@ from .smt import JointProblem
 
 
 #: z3 resource budget of one register tie-break query (deterministic, unlike time).
-TIE_BREAK_RLIMIT = 2_000_000
+TIE_BREAK_RLIMIT = 300_000
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,18 @@ def _family(core: tuple) -> str:
     return "dependence"
 
 
+def critical_path(graph) -> int:
+    """A lower bound on the length: the longest distance-0 dependence chain,
+    ending with its last op's cycles (times are >= 0, spills only add)."""
+    from ..model import topological_order
+    asap = {n: 0 for n in graph.names}
+    for n in topological_order(graph):
+        for e in graph.out_edges(n):
+            if e.distance == 0:
+                asap[e.dst] = max(asap[e.dst], asap[n] + e.delay)
+    return max(asap[op.name] + op.cycles for op in graph.ops)
+
+
 def _shortest(problem, first, ii, g, attempts, deadline):
     """Tie-breaks at the optimal ii (see the module docstring): shortest length,
     then lowest per-warp register peak, then latest issue times."""
@@ -177,36 +190,46 @@ def _shortest(problem, first, ii, g, attempts, deadline):
     best = first
     attempts.append(Attempt(ii, length(first.times), "sat", first.seconds, solver="smt"))
 
-    def bisect(lo, hi, query, measure):
+    def query(**kw):
+        left = deadline - _time.perf_counter()
+        if left <= 0:
+            return None  # keep the valid schedule in hand: these are tie-breaks only
+        return problem.solve(timeout=left, **kw)
+
+    # Shortest length: gallop up from the critical path (answers near the bound
+    # are cheap), then bisect between the last unsat and the best sat length.
+    lo, hi = max(critical_path(g), max(op.cycles for op in g.ops)), length(first.times)
+    step = 1
+    while lo < hi:
+        mid = min(hi - 1, lo + step - 1) if step < hi - lo else (lo + hi) // 2
+        r = query(max_length=mid)
+        if r is None or r.status == "timeout":
+            break
+        attempts.append(Attempt(ii, mid, r.status, r.seconds, reason=" + ".join(r.core) or None, solver="smt"))
+        if r.status == "sat":
+            best, hi = r, length(r.times)
+        else:
+            lo, step = mid + 1, step * 2
+    L = hi
+
+    def bisect(lo, hi, run, measure):
         nonlocal best
         while lo < hi:
-            left = deadline - _time.perf_counter()
-            if left <= 0:
-                return hi  # keep the valid schedule in hand: these are tie-breaks only
-            mid = (lo + hi) // 2
-            r = query(mid, left)
+            r = run((lo + hi) // 2)
+            if r is None or r.status == "timeout":
+                break
             if r.status == "sat":
                 best, hi = r, measure(r)
-            elif r.status == "unsat":
-                lo = mid + 1
             else:
-                return hi
+                lo = (lo + hi) // 2 + 1
         return hi
 
-    def by_length(mid, left):
-        r = problem.solve(max_length=mid, timeout=left)
-        attempts.append(Attempt(ii, mid, r.status, r.seconds, reason=" + ".join(r.core) or None, solver="smt"))
-        return r
-
-    L = bisect(max(op.cycles for op in g.ops), length(first.times), by_length, lambda r: length(r.times))
     # The later tie-breaks are best effort within a deterministic z3 budget.
-    R = bisect(0, best.reg_peak, lambda mid, left: problem.solve(max_length=L, max_regs=mid, timeout=left,
-                                                                 rlimit=TIE_BREAK_RLIMIT),
+    R = bisect(0, best.reg_peak, lambda mid: query(max_length=L, max_regs=mid, rlimit=TIE_BREAK_RLIMIT),
                lambda r: r.reg_peak)
     # As late as possible: the largest sum of issue times (bisection on its negation).
-    n = len(g.ops)
-    total = sum(best.times.values())
-    bisect(-n * L, -total, lambda mid, left: problem.solve(max_length=L, max_regs=R, min_time_sum=-mid,
-                                                          timeout=left, rlimit=TIE_BREAK_RLIMIT),
+    latest = sum(L - op.cycles for op in g.ops)
+    bisect(-latest, -sum(best.times.values()),
+           lambda mid: query(max_length=L, max_regs=R, min_time_sum=-mid, rlimit=TIE_BREAK_RLIMIT),
            lambda r: -sum(r.times.values()))
     return best.times, best.warps

@@ -7,7 +7,7 @@ constant and every quantity is a linear integer term whose count does not
 depend on the magnitude of the cycle counts:
 
 * ``t_v = ii*q_v + r_v`` with ``0 <= r_v < ii``: issue time, stage, slot.
-* ``w_v``: the warp role.  Variable-latency ops go to role ``W-1`` and no
+* ``w_v``: the warp role, as one-hot booleans.  Variable-latency ops go to role ``W-1`` and no
   other op does (rule 3); the other roles are symmetric, so they are filled
   in first-fit order (op k uses a role at most one above those before it).
 * Dependences (rule 1): ``t_v + delta*ii >= t_u + d + (w_u != w_v ? spill_u : 0)``.
@@ -92,16 +92,20 @@ class JointProblem:
         self.t = {o.name: Int(f"t:{o.name}") for o in ops}
         self.r = {o.name: Int(f"r:{o.name}") for o in ops}
         self.q = {o.name: Int(f"q:{o.name}") for o in ops}
-        self.w = {o.name: Int(f"w:{o.name}") for o in ops}
+        # Warp roles are one-hot booleans: "same warp" is then a boolean that the
+        # SAT core reasons about, instead of an integer disequality to split on.
+        self.on = {o.name: [z3.Bool(f"w:{o.name}={k}") for k in range(W)] for o in ops}
+        self.w = {o.name: z3.Sum([z3.If(b, k, 0) for k, b in enumerate(self.on[o.name])]) for o in ops}
+        self._same = {}
         self.length = Int("length")
         self.reg_peak = Int("reg_peak")
         s = self.solver
-        bound = time_bound(graph, machine, ii)
+        self.bound = bound = time_bound(graph, machine, ii)
         for o in ops:
             n = o.name
             s.add(self.t[n] == ii * self.q[n] + self.r[n], self.r[n] >= 0, self.r[n] < ii,
                   self.q[n] >= 0, self.t[n] <= bound, self.length >= self.t[n] + o.cycles,
-                  self.w[n] >= 0, self.w[n] < W)
+                  z3.PbEq([(b, 1) for b in self.on[n]], 1))
         # Shifting every time by ii keeps a schedule valid: let one op start in stage 0.
         s.add(z3.Or([self.q[o.name] == 0 for o in ops]))
         self._warps(W)
@@ -114,6 +118,13 @@ class JointProblem:
     def _guard(self, family: str, *constraints):
         for c in constraints:
             self.solver.add(self.z3.Implies(self.lits[family], c))
+
+    def same(self, a: str, b: str):
+        """Both ops on one warp role (cached boolean)."""
+        key = (a, b) if a <= b else (b, a)
+        if key not in self._same:
+            self._same[key] = self.z3.Or([self.z3.And(x, y) for x, y in zip(self.on[a], self.on[b])])
+        return self._same[key]
 
     def _mod(self, a: str, b: str):
         """(r_a - r_b) mod ii as a linear term."""
@@ -133,24 +144,21 @@ class JointProblem:
             if W < 2:
                 self._guard("variable latency", z3.BoolVal(False))
             for n in vl:
-                self._guard("variable latency", self.w[n] == W - 1)
+                self._guard("variable latency", self.on[n][W - 1])
             for n in fixed:
-                self._guard("variable latency", self.w[n] < W - 1)
-        # First-fit symmetry breaking over the interchangeable fixed-latency roles.
-        prev = None
-        for n in fixed:
-            if prev is None:
-                self.solver.add(self.w[n] == 0)
-                prev = self.w[n]
-            else:
-                self.solver.add(self.w[n] <= prev + 1)
-                prev = z3.If(self.w[n] > prev, self.w[n], prev)
+                self._guard("variable latency", z3.Not(self.on[n][W - 1]))
+        # First-fit symmetry breaking over the interchangeable fixed-latency
+        # roles: op k takes role j > 0 only if an earlier op took role j - 1.
+        for k, n in enumerate(fixed):
+            for j in range(1, W - 1 if vl else W):
+                earlier = [self.on[m][j - 1] for m in fixed[:k]]
+                self.solver.add(z3.Implies(self.on[n][j], z3.Or(earlier) if earlier else z3.BoolVal(False)))
 
     def _dependences(self, cross_warp_sync: bool) -> None:
         z3, ii = self.z3, self.ii
         for e in self.graph.edges:
             sp = self._spill(e.src)
-            cross = self.w[e.src] != self.w[e.dst]
+            cross = z3.Not(self.same(e.src, e.dst))
             rhs = self.t[e.src] + e.delay + (z3.If(cross, sp, 0) if sp else 0)
             self._guard("dependence", self.t[e.dst] + e.distance * ii >= rhs)
 
@@ -184,12 +192,12 @@ class JointProblem:
         for e in self.graph.edges:
             if not (e.blocking or cross_warp_sync):
                 continue
-            cond = z3.BoolVal(True) if e.blocking else self.w[e.src] != self.w[e.dst]
+            cond = z3.BoolVal(True) if e.blocking else z3.Not(self.same(e.src, e.dst))
             v = e.dst
             for o in self.graph.ops:
                 if o.name == v or o.cycles == 0:
                     continue
-                same = self.w[o.name] == self.w[v]
+                same = self.same(o.name, v)
                 if o.cycles >= ii:  # some instance of o always executes
                     self._guard("blocking sync", z3.Implies(z3.And(cond, same), False))
                 else:
@@ -199,6 +207,7 @@ class JointProblem:
     def _pressure(self) -> None:
         z3, ii, g = self.z3, self.ii, self.graph
         holders = [o for o in g.ops if g.out_edges(o.name) and (o.regs or o.smem or o.tmem)]
+        dmax = max((e.distance for e in g.edges), default=0)
         count = {}
         for o in holders:
             n = o.name
@@ -206,7 +215,10 @@ class JointProblem:
             s = self.solver
             for ed in g.out_edges(n):
                 s.add(e_ >= self.t[ed.dst] + ed.distance * ii)
-            s.add(e_ - self.t[n] == ii * a + b, a >= 0, b >= 0, b < ii)
+            # e_ never needs to exceed the latest consumer time the time bound allows;
+            # bounding it (and so a) keeps z3's branch-and-bound small.
+            s.add(e_ - self.t[n] == ii * a + b, a >= 0, b >= 0, b < ii, e_ <= self.bound + dmax * ii,
+                  a <= (self.bound + dmax * ii) // ii)
             count[n] = (a, b)
 
         def live(v: str, at: str):
@@ -221,7 +233,7 @@ class JointProblem:
         for u in holders:
             if not u.regs:
                 continue
-            terms = [z3.If(self.w[v.name] == self.w[u.name], v.regs * live(v.name, u.name), 0)
+            terms = [z3.If(self.same(v.name, u.name), v.regs * live(v.name, u.name), 0)
                      for v in holders if v.regs]
             self._guard("registers", z3.Sum(terms) <= self.reg_peak)
         for field, cap in (("smem", self.machine.smem_bytes), ("tmem", self.machine.tmem_bytes)):
