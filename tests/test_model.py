@@ -4,7 +4,7 @@ import json
 import pytest
 
 from tvm_twill.errors import FormatError, GraphError, MachineError
-from tvm_twill.model import (Edge, Graph, Machine, Op, check, get_machine, graph_from_dict, graph_to_dict,
+from tvm_twill.model import (Edge, Graph, Machine, Op, check, explain_lower_bound, get_machine, graph_from_dict, graph_to_dict,
                              load_graph, machine_for_arch, machine_from_dict, make_schedule, rec_mii, res_mii,
                              schedule_from_dict, schedule_to_dict)
 
@@ -143,3 +143,12 @@ def test_rule6_memory():
 def test_structure_violations():
     s = sched({"S": 0, "P": 2, "O": 3}, {"S": 0, "P": 1, "O": 7})
     assert any("outside [0, 4)" in v.message for v in check(s, FIG1, H100))
+
+
+def test_lower_bound_explanation_names_unit_and_recurrence():
+    g = Graph("b", (Op("a", 3, "TC"), Op("b", 2, "TC"), Op("c", 1, "SFU")),
+              (Edge("a", "c", 3), Edge("c", "a", 1, distance=1), Edge("c", "a", 4, distance=2)),
+              normalize=False)
+    lines = explain_lower_bound(g, H100)
+    assert lines[0] == "ResMII = 5: unit TC is reserved 5 cycles per iteration and has capacity 1"
+    assert lines[1] == "RecMII = 4: recurrence a -> c -> a needs 4 cycles every 1 iteration(s)"

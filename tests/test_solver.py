@@ -118,3 +118,14 @@ def test_unsat_core_for_resources():
     g = Graph("tc2", (Op("a", 2, "TC"), Op("b", 2, "TC")), (), normalize=False)
     r = JointProblem(g, get_machine("h100"), 3).solve()
     assert r.status == "unsat" and r.core == ("resources",)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(graphs(max_ops=6, max_cycles=3, pressure=False, vl=False, blocking=False, spill=False))
+def test_ilp_and_smt_agree_on_ii_when_no_warp_or_memory_constraint_binds(g):
+    from tvm_twill.solvers.modulo_ilp import modulo_schedule_ilp
+    m = machine(warp_groups=2)
+    s = solve(g, m)
+    assert modulo_schedule_ilp(g, m, s.ii) is not None
+    for ii in range(1, s.ii):
+        assert modulo_schedule_ilp(g, m, ii) is None

@@ -48,3 +48,62 @@ def _has_positive_cycle(graph, ii: int) -> bool:
         if not changed:
             return False
     return True
+
+
+def resource_bottleneck(graph, machine) -> tuple[str, int, int]:
+    """(unit, reserved unit-cycles, capacity) of the unit that sets ResMII."""
+    best = None
+    for unit, cap in sorted(machine.units.items()):
+        total = sum(op.usage(unit) for op in graph.ops)
+        key = ceil(total / cap)
+        if best is None or key > best[0]:
+            best = (key, unit, total, cap)
+    return best[1], best[2], best[3]
+
+
+def critical_recurrence(graph) -> list | None:
+    """A dependence cycle that sets RecMII (its ops in order), or None when RecMII is 1
+    without any recurrence forcing it."""
+    ii = rec_mii(graph)
+    if ii <= 1 and not any(e.delay > e.distance for e in graph.edges):
+        return None
+    # At ii - 1 some cycle has positive weight: find it from Bellman-Ford predecessors.
+    dist = {n: 0 for n in graph.names}
+    pred = {}
+    last = None
+    for _ in range(len(dist)):
+        last = None
+        for e in graph.edges:
+            w = dist[e.src] + e.delay - (ii - 1) * e.distance
+            if w > dist[e.dst]:
+                dist[e.dst], pred[e.dst], last = w, e.src, e.dst
+        if last is None:
+            return None
+    for _ in range(len(dist)):  # walk back into the cycle
+        last = pred[last]
+    cycle, node = [last], pred[last]
+    while node != last:
+        cycle.append(node)
+        node = pred[node]
+    return list(reversed(cycle))
+
+
+def explain_lower_bound(graph, machine) -> list[str]:
+    """One line per bound: why no ii below max(ResMII, RecMII) can work."""
+    unit, total, cap = resource_bottleneck(graph, machine)
+    lines = [f"ResMII = {res_mii(graph, machine)}: unit {unit} is reserved {total} cycles per iteration "
+             f"and has capacity {cap}"]
+    rec = rec_mii(graph)
+    cyc = critical_recurrence(graph)
+    if cyc:
+        # between consecutive ops, the parallel edge that binds hardest at ii = RecMII - 1
+        edges = [max((e for e in graph.edges if e.src == a and e.dst == b),
+                     key=lambda e: e.delay - (rec - 1) * e.distance)
+                 for a, b in zip(cyc, cyc[1:] + cyc[:1])]
+        delay = sum(e.delay for e in edges)
+        dist = sum(e.distance for e in edges)
+        lines.append(f"RecMII = {rec}: recurrence {' -> '.join(cyc + cyc[:1])} needs {delay} cycles "
+                     f"every {dist} iteration(s)")
+    else:
+        lines.append(f"RecMII = {rec}: no recurrence limits ii")
+    return lines
