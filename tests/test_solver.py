@@ -129,3 +129,11 @@ def test_ilp_and_smt_agree_on_ii_when_no_warp_or_memory_constraint_binds(g):
     assert modulo_schedule_ilp(g, m, s.ii) is not None
     for ii in range(1, s.ii):
         assert modulo_schedule_ilp(g, m, ii) is None
+
+
+def test_solve_is_deterministic_across_calls_and_time_limits():
+    from tvm_twill.data import load_example
+    g = load_example("fa_fwd_blackwell")
+    runs = [solve(g, time_limit=t) for t in (30, 30, 120)]
+    placements = [{n: (p.time, p.warp, p.order) for n, p in s.ops.items()} for s in runs]
+    assert placements[0] == placements[1] == placements[2]

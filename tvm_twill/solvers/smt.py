@@ -82,23 +82,31 @@ class JointProblem:
     def __init__(self, graph, machine, ii: int, *, cross_warp_sync: bool = False):
         z3 = _z3()
         self.z3, self.graph, self.machine, self.ii = z3, graph, machine, ii
-        self.solver = z3.Solver()
+        # A context of its own: z3's global context keeps state between problems,
+        # which made repeated solves in one process return different (equally
+        # optimal) schedules.  A fresh context makes every solve reproducible.
+        self.ctx = ctx = z3.Context()
+        self.Int = lambda name: z3.Int(name, ctx)
+        self.Bool = lambda name: z3.Bool(name, ctx)
+        self.false = z3.BoolVal(False, ctx)
+        self.true = z3.BoolVal(True, ctx)
+        self.solver = z3.Solver(ctx=ctx)
         self.solver.set("random_seed", 0)
         self.solver.set("core.minimize", True)
-        self.lits = {f: z3.Bool(f"family:{f}") for f in FAMILIES}
+        self.lits = {f: self.Bool(f"family:{f}") for f in FAMILIES}
         ops = graph.ops
         W = machine.warp_groups
-        Int = z3.Int
+        Int = self.Int
         self.t = {o.name: Int(f"t:{o.name}") for o in ops}
         self.r = {o.name: Int(f"r:{o.name}") for o in ops}
         self.q = {o.name: Int(f"q:{o.name}") for o in ops}
         # Warp roles are one-hot booleans: "same warp" is then a boolean that the
         # SAT core reasons about, instead of an integer disequality to split on.
-        self.on = {o.name: [z3.Bool(f"w:{o.name}={k}") for k in range(W)] for o in ops}
+        self.on = {o.name: [self.Bool(f"w:{o.name}={k}") for k in range(W)] for o in ops}
         self.w = {o.name: z3.Sum([z3.If(b, k, 0) for k, b in enumerate(self.on[o.name])]) for o in ops}
         self._same = {}
-        self.length = Int("length")
-        self.reg_peak = Int("reg_peak")
+        self.length = self.Int("length")
+        self.reg_peak = self.Int("reg_peak")
         s = self.solver
         self.bound = bound = time_bound(graph, machine, ii)
         for o in ops:
@@ -142,7 +150,7 @@ class JointProblem:
         fixed = [o.name for o in self.graph.ops if not o.variable_latency]
         if vl:
             if W < 2:
-                self._guard("variable latency", z3.BoolVal(False))
+                self._guard("variable latency", self.false)
             for n in vl:
                 self._guard("variable latency", self.on[n][W - 1])
             for n in fixed:
@@ -152,7 +160,7 @@ class JointProblem:
         for k, n in enumerate(fixed):
             for j in range(1, W - 1 if vl else W):
                 earlier = [self.on[m][j - 1] for m in fixed[:k]]
-                self.solver.add(z3.Implies(self.on[n][j], z3.Or(earlier) if earlier else z3.BoolVal(False)))
+                self.solver.add(z3.Implies(self.on[n][j], z3.Or(earlier) if earlier else self.false))
 
     def _dependences(self, cross_warp_sync: bool) -> None:
         z3, ii = self.z3, self.ii
@@ -170,7 +178,7 @@ class JointProblem:
             if simple:
                 for o in users:
                     if o.cycles > ii:
-                        self._guard("resources", z3.BoolVal(False))
+                        self._guard("resources", self.false)
                 for i, u in enumerate(users):
                     for v in users[i + 1:]:
                         m = self._mod(v.name, u.name)
@@ -192,7 +200,7 @@ class JointProblem:
         for e in self.graph.edges:
             if not (e.blocking or cross_warp_sync):
                 continue
-            cond = z3.BoolVal(True) if e.blocking else z3.Not(self.same(e.src, e.dst))
+            cond = self.true if e.blocking else z3.Not(self.same(e.src, e.dst))
             v = e.dst
             for o in self.graph.ops:
                 if o.name == v or o.cycles == 0:
@@ -211,7 +219,7 @@ class JointProblem:
         count = {}
         for o in holders:
             n = o.name
-            e_, a, b = z3.Int(f"end:{n}"), z3.Int(f"a:{n}"), z3.Int(f"b:{n}")
+            e_, a, b = self.Int(f"end:{n}"), self.Int(f"a:{n}"), self.Int(f"b:{n}")
             s = self.solver
             for ed in g.out_edges(n):
                 s.add(e_ >= self.t[ed.dst] + ed.distance * ii)
@@ -254,15 +262,15 @@ class JointProblem:
         self.solver.set("rlimit", rlimit)
         assumptions = [self.lits[f] for f in families]
         if max_length is not None:
-            bound_lit = z3.Bool(f"length<={max_length}")
+            bound_lit = self.Bool(f"length<={max_length}")
             self.solver.add(z3.Implies(bound_lit, self.length <= max_length))
             assumptions.append(bound_lit)
         if min_time_sum is not None:
-            late_lit = z3.Bool(f"time_sum>={min_time_sum}")
+            late_lit = self.Bool(f"time_sum>={min_time_sum}")
             self.solver.add(z3.Implies(late_lit, z3.Sum(list(self.t.values())) >= min_time_sum))
             assumptions.append(late_lit)
         if max_regs is not None:
-            regs_lit = z3.Bool(f"reg_peak<={max_regs}")
+            regs_lit = self.Bool(f"reg_peak<={max_regs}")
             self.solver.add(z3.Implies(regs_lit, self.reg_peak <= max_regs))
             assumptions.append(regs_lit)
         res = self.solver.check(*assumptions)

@@ -1,0 +1,189 @@
+"""The ``tvm-twill`` command line.
+
+::
+
+    tvm-twill solve GRAPH.json [--machine NAME|FILE] [--json OUT] [--time-limit S]
+                               [--cross-warp-sync] [--no-normalize]
+    tvm-twill example [NAME] [same options as solve]
+    tvm-twill check GRAPH.json SCHEDULE.json [--machine NAME|FILE] [--cross-warp-sync]
+    tvm-twill machines
+
+Exit status: 0 success; 1 ``check`` found violations; 2 invalid input (one
+line ``tvm-twill: error: ...`` on stderr); 3 no schedule (infeasible, with
+the constraint family that rules it out, or out of time); 130 interrupted.
+Only tvm_twill's own errors are caught: anything else is a bug and keeps
+its traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import report
+from .data import example_names, load_example
+from .errors import InfeasibleError, InputError, SolverTimeoutError, TwillError
+from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
+                    schedule_to_dict)
+from .solvers import SolveOptions, prepare, solve
+
+PROG = "tvm-twill"
+
+
+def _machine(arg):
+    """``--machine``: a built-in name, or a tvm-twill-machine/1 file."""
+    if arg is None:
+        return None
+    if arg.endswith(".json") or Path(arg).is_file():
+        return load_machine(arg)
+    return get_machine(arg)
+
+
+def _solve_options(args):
+    if args.time_limit <= 0:
+        raise InputError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
+    return SolveOptions(time_limit=args.time_limit, cross_warp_sync=args.cross_warp_sync)
+
+
+def _solve_and_print(graph, args) -> int:
+    if args.no_normalize:
+        graph = graph.replace(normalize=False)
+    options = _solve_options(args)
+    machine = _machine(args.machine)
+    schedule = solve(graph, machine, options=options)
+    prepared = prepare(graph, machine, options)  # what was scheduled: the report's cycles
+    print(report.render(schedule, prepared.graph, prepared.machine), end="")
+    if args.json:
+        try:
+            dump(schedule_to_dict(schedule), args.json)
+        except OSError as e:
+            raise InputError(f"cannot write {args.json}: {e.strerror}") from None
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def cmd_solve(args) -> int:
+    return _solve_and_print(load_graph(args.graph), args)
+
+
+def cmd_example(args) -> int:
+    if args.name is None:
+        print("bundled examples (tvm-twill example NAME solves one):")
+        for name in example_names():
+            g = load_example(name)
+            machine = g.machine.name if g.machine else "h100 (default)"
+            units = "normalized from raw cycles" if g.normalize else "unit-scale cycles"
+            print(f"  {name:22s} {len(g.ops):2d} ops on {machine}, {units}")
+        return 0
+    return _solve_and_print(load_example(args.name), args)
+
+
+def cmd_check(args) -> int:
+    """Check a schedule against its graph with the independent checker.
+
+    A schedule that records a ``normalization`` or ``streaming`` report was
+    made on the prepared graph, so the graph is prepared the same way (the
+    recorded U and ring depth) before checking.
+    """
+    graph = load_graph(args.graph)
+    schedule = load_schedule(args.schedule)
+    if schedule.graph != graph.name:
+        raise InputError(f"{args.schedule} is a schedule of graph '{schedule.graph}', "
+                         f"but {args.graph} is graph '{graph.name}'")
+    machine = _machine(args.machine) or graph.machine or get_machine(schedule.machine)
+    if schedule.normalization is not None or schedule.streaming is not None:
+        opts = SolveOptions(
+            normalize_bound=(schedule.normalization or {}).get("U", SolveOptions.normalize_bound),
+            streaming_depth=(schedule.streaming or {}).get("depth", SolveOptions.streaming_depth))
+        prepared = prepare(graph.replace(normalize=schedule.normalization is not None), machine, opts)
+        graph, machine = prepared.graph, prepared.machine
+    else:
+        machine = get_machine(machine)
+        graph.validate_for(machine)
+    violations = check(schedule, graph, machine, cross_warp_sync=args.cross_warp_sync)
+    for v in violations:
+        print(v)
+    if violations:
+        print(f"{len(violations)} violation(s): the schedule is not valid for {graph.name} on {machine.name}")
+        return 1
+    print(f"valid: {graph.name} on {machine.name}, ii={schedule.ii}, length={schedule.length}")
+    return 0
+
+
+def cmd_machines(args) -> int:
+    rows = []
+    for m in BUILTIN_MACHINES.values():
+        rows.append([m.name, m.arch or "-", ", ".join(f"{u}:{c}" for u, c in m.units.items()),
+                     f"{m.warp_groups} x {m.warps_per_group}", m.regs_per_thread_max,
+                     f"{m.smem_bytes // 1024} KiB", f"{m.tmem_bytes // 1024} KiB" if m.tmem_bytes else "-"])
+    print(report.table(["name", "arch", "units (capacity)", "warp groups", "regs/thread", "smem", "tmem"],
+                       rows))
+    return 0
+
+
+def _add_solve_options(p):
+    p.add_argument("--machine", metavar="NAME|FILE",
+                   help="built-in machine (see 'tvm-twill machines') or a tvm-twill-machine/1 file; "
+                        "default: the graph's")
+    p.add_argument("--json", metavar="OUT", help="also write the schedule (tvm-twill-schedule/1) to OUT")
+    p.add_argument("--time-limit", metavar="S", type=float, default=30.0,
+                   help="seconds for the whole search (default 30)")
+    p.add_argument("--cross-warp-sync", action="store_true",
+                   help="a consumer waits for a value from another warp as on a blocking edge")
+    p.add_argument("--no-normalize", action="store_true",
+                   help="schedule the graph's cycles as they are, even if it asks for normalization "
+                        "(exact ratios; the solver's work does not grow with cycle magnitudes, but "
+                        "listings get long)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Optimal software pipelining + warp specialization (Twill) "
+                               "for tile-level loop dependence graphs.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("solve", help="find the optimal schedule of a graph file and print it")
+    p.add_argument("graph", metavar="GRAPH.json")
+    _add_solve_options(p)
+    p.set_defaults(run=cmd_solve)
+
+    p = sub.add_parser("example", help="list the bundled example graphs, or solve one")
+    p.add_argument("name", metavar="NAME", nargs="?")
+    _add_solve_options(p)
+    p.set_defaults(run=cmd_example)
+
+    p = sub.add_parser("check", help="check a schedule file against a graph (rules 1-6)")
+    p.add_argument("graph", metavar="GRAPH.json")
+    p.add_argument("schedule", metavar="SCHEDULE.json")
+    p.add_argument("--machine", metavar="NAME|FILE", help="default: the graph's, else the schedule's")
+    p.add_argument("--cross-warp-sync", action="store_true",
+                   help="also treat every cross-warp edge as blocking")
+    p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("machines", help="list the built-in machine models")
+    p.set_defaults(run=cmd_machines)
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv=None) -> int:
+    """Run the CLI; return the exit status (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except InfeasibleError as e:
+        return _fail(f"infeasible ({e.family}): {e}", e.exit_code)
+    except SolverTimeoutError as e:
+        return _fail(f"timed out: {e}", e.exit_code)
+    except TwillError as e:
+        return _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

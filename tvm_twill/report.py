@@ -1,0 +1,208 @@
+"""Human-readable reports of a schedule (pure Python on the model).
+
+``render(schedule, graph, machine)`` is what ``tvm-twill solve`` prints; each
+section is also a function of its own so that the API (``explain``) and
+tests can use just the part they need.  ``graph`` must be the graph the
+solver scheduled (``tvm_twill.solvers.prepare(...).graph``: normalized
+cycles, zero-latency streaming loads), so that cycles and times agree.
+
+The pipeline listing follows section 3.1 of the Twill paper: ``C =
+ceil(L/ii)`` copies of the modulo schedule, copy k shifted by ``k*ii``
+cycles; the first ``(C-1)*ii`` cycles are the prologue, the next ``ii`` the
+steady state (the loop body, which repeats), the rest the epilogue.  For
+Figure 1 (ii=2, L=4) it reads::
+
+    cycle  part      TC   SFU  issues
+        0  prologue  S@0  -    S@0/w0
+        1  prologue  -    -
+        2  steady    S@1  P@0  S@1/w0 P@0/w1
+        3  steady    O@0  -    O@0/w1
+        4  epilogue  -    P@1  P@1/w1
+        5  epilogue  O@1  -    O@1/w1
+
+``op@k`` is op from copy k (iteration k of the straight-line program).
+"""
+from __future__ import annotations
+
+from math import ceil
+
+from .model import explain_lower_bound, live_intervals, rec_mii, res_mii
+from .model.checker import live_instances
+
+#: Listings longer than this many cycles keep only the cycles where a unit
+#: changes state or an op issues (raw-cycle schedules span thousands).
+FULL_LISTING_MAX = 64
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """Left-aligned columns separated by two spaces (numbers right-aligned)."""
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(headers))]
+
+    def line(vals):
+        out = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)]
+        return "  ".join(out).rstrip()
+    return "\n".join([line(headers)] + [line(r) for r in cells])
+
+
+def _units(graph, machine) -> list[str]:
+    """Units the graph uses, in the machine's order."""
+    used = set().union(*(op.units() for op in graph.ops))
+    return [u for u in machine.units if u in used]
+
+
+def header(schedule) -> str:
+    """Graph, machine, ii, length, stages and the optimality claim."""
+    verdict = "yes (every smaller ii was proven impossible)" if schedule.optimal else "not proven"
+    return "\n".join([
+        f"graph {schedule.graph} on machine {schedule.machine}",
+        f"ii = {schedule.ii}  (one iteration starts every {schedule.ii} cycles)",
+        f"length L = {schedule.length}  (stages: {schedule.num_stages}, "
+        f"overlapped copies: {_copies(schedule)})",
+        f"optimal: {verdict}  solved in {schedule.solve_seconds:.2f}s",
+    ])
+
+
+def lower_bound(schedule, graph, machine) -> str:
+    """The certificate: ResMII (bottleneck unit) and RecMII (critical recurrence),
+    the load of every unit, then why each smaller ii that was tried failed."""
+    lb = schedule.lower_bound
+    lines = [f"lower bound: ii >= {lb.ii if lb else max(res_mii(graph, machine), rec_mii(graph))}"]
+    lines += [f"  {line}" for line in explain_lower_bound(graph, machine)]
+    load = [f"{u} {sum(op.usage(u) for op in graph.ops)}/{machine.capacity(u)}" for u in _units(graph, machine)]
+    lines.append(f"  unit-cycles per iteration / capacity: {', '.join(load)}")
+    for a in schedule.attempts:
+        if a.ii < schedule.ii and a.result == "unsat":
+            lines.append(f"  ii = {a.ii} impossible: {a.reason or 'no schedule'}")
+    return "\n".join(lines)
+
+
+def attempts(schedule) -> str:
+    """Every (ii, length) query of the search and its outcome."""
+    if not schedule.attempts:
+        return "attempts: none recorded"
+    rows = [[a.ii, "-" if a.length is None else a.length, a.result, f"{a.seconds:.3f}", a.reason or ""]
+            for a in schedule.attempts]
+    return "attempts (length '-': any length; reason: constraint families in the unsat core)\n" + \
+        table(["ii", "length", "result", "seconds", "reason"], rows)
+
+
+def preparation(schedule) -> str:
+    """The normalization and streaming reports, or '' when neither ran."""
+    lines = []
+    norm = schedule.normalization
+    if norm:
+        mapping = {int(k): v for k, v in norm["mapping"].items()}
+        pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(mapping.items()))
+        lines.append(f"cost normalization (U = {norm['U']}, distortion F = {norm['distortion']}, "
+                     f"max ratio error {100 * norm['max_ratio_error']:.1f}%): raw cycles -> schedule cycles")
+        lines.append(f"  {pairs}")
+        scales = {k / v for k, v in mapping.items() if v}
+        if len(scales) == 1:
+            (scale,) = scales
+            lines.append(f"  1 schedule cycle = {scale:g} machine cycles")
+    stream = schedule.streaming
+    if stream:
+        lines.append(f"streaming loads (zero latency, ring of {stream['depth']} buffers, section 5.3): "
+                     + ", ".join(stream["ops"]))
+    return "\n".join(lines)
+
+
+def ops(schedule, graph) -> str:
+    """One row per op, in emitted-body order."""
+    rows = []
+    for name in schedule.in_order():
+        p, op = schedule.ops[name], graph.op(name)
+        unit = "+".join(sorted(op.units())) or "-"
+        rows.append([name, p.time, p.stage, p.time % schedule.ii, p.order, p.warp, unit,
+                     schedule.cycles.get(name, op.cycles)])
+    return table(["op", "time", "stage", "slot", "order", "warp", "unit", "cycles"], rows)
+
+
+def steady_state(schedule) -> str:
+    """The loop body in issue order: op (stage s, slot r)."""
+    parts = [f"{n} (stage {schedule.ops[n].stage}, slot {schedule.ops[n].time % schedule.ii})"
+             for n in schedule.in_order()]
+    return "steady-state order: " + " -> ".join(parts)
+
+
+def register_peaks(schedule, graph) -> dict:
+    """Peak registers per thread held by each warp over the steady state (rule 5)."""
+    times = {n: p.time for n, p in schedule.ops.items()}
+    live = live_intervals(graph, times, schedule.ii)
+    peaks = {w: 0 for w in schedule.warps_used()}
+    # live_instances counts every instance k (negative ones too), so the
+    # pressure is periodic in tau: slots 0..ii-1 cover the steady state.
+    for tau in range(schedule.ii):
+        held = {}
+        for name, (start, end) in live.items():
+            w = schedule.ops[name].warp
+            held[w] = held.get(w, 0) + live_instances(start, end, schedule.ii, tau) * graph.op(name).regs
+        for w, r in held.items():
+            peaks[w] = max(peaks[w], r)
+    return peaks
+
+
+def warp_roles(schedule, graph, machine) -> str:
+    """Which ops each warp role issues, and its register peak."""
+    peaks = register_peaks(schedule, graph)
+    rows = []
+    for w in schedule.warps_used():
+        names = [n for n in schedule.in_order() if schedule.ops[n].warp == w]
+        vl = any(graph.op(n).variable_latency for n in names)
+        rows.append([f"warp {w}" + (" (variable latency)" if vl else ""),
+                     f"{peaks[w]}/{machine.regs_per_thread_max}", ", ".join(names)])
+    return "warp roles\n" + table(["role", "regs", "ops"], rows)
+
+
+def _copies(schedule) -> int:
+    return max(1, ceil(schedule.length / schedule.ii))
+
+
+def pipeline(schedule, graph, machine) -> str:
+    """Prologue, steady state and epilogue as a cycle-by-cycle listing (module docstring)."""
+    ii, copies = schedule.ii, _copies(schedule)
+    units = _units(graph, machine)
+    span = (copies - 1) * ii + schedule.length
+    busy = {t: {u: [] for u in units} for t in range(span)}
+    issues: dict[int, list[str]] = {}
+    for name in schedule.in_order():
+        for k in range(copies):
+            start = schedule.ops[name].time + k * ii
+            tag = f"{name}@{k}"
+            issues.setdefault(start, []).append(f"{tag}/w{schedule.ops[name].warp}")
+            for j, row in enumerate(graph.op(name).reservation()):
+                for unit, n in row:
+                    busy[start + j][unit].extend([tag] * n)
+    steady = ((copies - 1) * ii, copies * ii)
+    boundaries = {steady[0], steady[1], span - 1}
+
+    def part(t):
+        return "prologue" if t < steady[0] else "steady" if t < steady[1] else "epilogue"
+
+    def window(lo, hi):
+        return f"cycles [{lo}, {hi})" if hi > lo else "none"
+
+    rows, last = [], None
+    for t in range(span):
+        state = tuple("+".join(busy[t][u]) or "-" for u in units)
+        # Long listings keep only cycles where something issues or a unit changes.
+        if span <= FULL_LISTING_MAX or t in issues or state != last or t in boundaries:
+            rows.append([t, part(t), *state, " ".join(issues.get(t, []))])
+        last = state
+    copies_text = "1 copy of the schedule" if copies == 1 else \
+        f"{copies} copies of the schedule, {ii} cycles apart"
+    intro = (f"pipeline: {copies_text}; prologue {window(0, steady[0])}, steady state "
+             f"{window(*steady)} (the loop body, repeats every ii), epilogue {window(steady[1], span)}")
+    if span > FULL_LISTING_MAX:
+        intro += "\n(cycles where nothing issues and no unit changes are left out)"
+    return intro + "\n" + table(["cycle", "part", *units, "issues"], rows)
+
+
+def render(schedule, graph, machine) -> str:
+    """The full report printed by ``tvm-twill solve``."""
+    sections = [header(schedule), lower_bound(schedule, graph, machine),
+                attempts(schedule), preparation(schedule), ops(schedule, graph), steady_state(schedule),
+                warp_roles(schedule, graph, machine), pipeline(schedule, graph, machine)]
+    return "\n\n".join(s for s in sections if s) + "\n"
