@@ -152,3 +152,18 @@ def test_lower_bound_explanation_names_unit_and_recurrence():
     lines = explain_lower_bound(g, H100)
     assert lines[0] == "ResMII = 5: unit TC is reserved 5 cycles per iteration and has capacity 1"
     assert lines[1] == "RecMII = 4: recurrence a -> c -> a needs 4 cycles every 1 iteration(s)"
+
+
+def test_unknown_machine_names_the_file(tmp_path):
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(doc(machine="h900")))
+    with pytest.raises(MachineError, match=r"g\.json: unknown machine 'h900'"):
+        load_graph(p)
+
+
+def test_schedule_extension_keys_are_validated():
+    s = schedule_to_dict(sched({"S": 0, "P": 2, "O": 3}, {"S": 0, "P": 1, "O": 1}))
+    with pytest.raises(FormatError, match="streaming depth must be an integer"):
+        schedule_from_dict({**s, "streaming": {"ops": ["S"], "depth": "2"}})
+    with pytest.raises(FormatError, match="normalization is missing required field 'mapping'"):
+        schedule_from_dict({**s, "normalization": {"U": 300, "distortion": 0}})

@@ -153,7 +153,10 @@ def graph_from_dict(doc, ctx: str = "") -> Graph:
     if isinstance(machine, dict):
         machine = machine_from_dict(machine, ctx, inline=True)
     elif machine is not None:
-        machine = get_machine(_str(machine, "graph machine", ctx))
+        try:
+            machine = get_machine(_str(machine, "graph machine", ctx))
+        except MachineError as err:
+            raise MachineError(f"{_where(ctx)}{err}") from None
     normalize = _bool(d.get("normalize", True), "normalize", ctx)
     try:
         return Graph(name=name, ops=tuple(ops), edges=tuple(edges), machine=machine, normalize=normalize)
@@ -255,12 +258,31 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
     cycles = d.get("cycles", {})
     if not isinstance(cycles, dict):
         raise FormatError(f"{_where(ctx)}schedule cycles must be an object name -> cycles")
+    norm = d.get("normalization")
+    if norm is not None:
+        norm = _obj(norm, "normalization", {"U", "distortion", "max_ratio_error", "mapping"},
+                    {"U", "distortion", "mapping"}, ctx)
+        _int(norm["U"], "normalization U", ctx)
+        _int(norm["distortion"], "normalization distortion", ctx)
+        if not isinstance(norm["mapping"], dict):
+            raise FormatError(f"{_where(ctx)}normalization mapping must be an object cycles -> cycles")
+        for k, v in norm["mapping"].items():
+            if not k.isdigit():
+                raise FormatError(f"{_where(ctx)}normalization mapping key {k!r} must be a cycle count")
+            _int(v, f"normalization of {k}", ctx)
+    stream = d.get("streaming")
+    if stream is not None:
+        stream = _obj(stream, "streaming", {"ops", "depth"}, {"ops", "depth"}, ctx)
+        if not isinstance(stream["ops"], list) or not all(isinstance(x, str) for x in stream["ops"]):
+            raise FormatError(f"{_where(ctx)}streaming ops must be a list of op names")
+        if _int(stream["depth"], "streaming depth", ctx) < 1:
+            raise FormatError(f"{_where(ctx)}streaming depth must be >= 1")
     return Schedule(graph=_str(d["graph"], "schedule graph", ctx), machine=_str(d["machine"], "machine", ctx),
                     ii=_int(d["ii"], "ii", ctx), length=_int(d["length"], "length", ctx), ops=ops,
                     cycles={n: _int(c, f"cycles of '{n}'", ctx) for n, c in cycles.items()},
                     optimal=_bool(d.get("optimal", False), "optimal", ctx), lower_bound=lb,
                     solve_seconds=float(d.get("solve_seconds", 0.0)), attempts=tuple(attempts),
-                    normalization=d.get("normalization"), streaming=d.get("streaming"))
+                    normalization=norm, streaming=stream)
 
 
 # -- files -----------------------------------------------------------------
