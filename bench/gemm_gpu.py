@@ -1,0 +1,236 @@
+"""4096^3 fp16 -> fp32 tensor-core GEMM: auto_pipeline vs TVM's hand annotations vs cuBLAS.
+
+Builds TVM's tensor-core GEMM (``tvm.testing.tir.mma_schedule``, the kernel of
+TVM's software-pipeline tests) four ways: the simple and the nested loop, each
+pipelined by ``tvm_twill.auto_pipeline`` and by TVM's hand annotation; compiles
+them with async copy for the GPU's arch (sm_90a on H100); checks each against
+a reference product (torch on the GPU if available, else numpy); times them
+with TVM's time_evaluator (or CUDA events) and ``torch.matmul`` (cuBLAS); prints
+a table and writes ``bench/results/gemm_gpu_<device>.json`` with the device,
+git commit and command.
+
+    python bench/gemm_gpu.py                      # on a machine with a GPU and TVM
+    python bench/gemm_gpu.py --export DIR --arch sm_90a
+        # no GPU needed: compile here, write DIR/manifest.json + .cu files for
+        # bench/gpu_gemm_run.py, which runs them on a GPU machine without TVM
+
+Exits with status 2 and a one-line message when no GPU is visible.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    import tvm_twill  # noqa: F401
+except ImportError:  # a source checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT))
+
+N = 4096
+HAND = {
+    "simple": {"k0": {"software_pipeline_stage": [0, 0, 3], "software_pipeline_order": [0, 1, 2],
+                      "software_pipeline_async_stages": [0]}},
+    "nested": {"k0": {"software_pipeline_stage": [0, 0, 2, 3, 3], "software_pipeline_order": [0, 1, 3, 2, 4],
+                      "software_pipeline_async_stages": [0]},
+               "k1": {"software_pipeline_stage": [0, 0, 1], "software_pipeline_order": [0, 1, 2]}},
+}
+
+
+def build_gemm_schedule(n: int = N):
+    """TVM's tensor-core GEMM schedule (as in its pipeline tests); returns (sch, k0, k1)."""
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+    from tvm.s_tir.tensor_intrin.cuda import (LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
+                                              MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN,
+                                              MMA_store_16x16_f32_global_INTRIN,
+                                              shared_16x16_to_ldmatrix_32x8_layout)
+    from tvm.testing.tir import mma_schedule
+
+    def index_map(i, j):
+        return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
+
+    workload = te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
+    sch = mma_schedule(workload, 16, "float16", False, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1],
+                       index_map, index_map, index_map, LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
+                       MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN,
+                       "shared.dyn")
+    loops = sch.get_loops(sch.get_sblock("C_o_update"))
+    return sch, loops[3], loops[4]
+
+
+def variants(arch: str, time_limit: float):
+    """(name, schedule, annotations, model II in cycles) for the four kernels."""
+    import tvm_twill
+
+    out = []
+    for loop in ("simple", "nested"):
+        sch, k0, k1 = build_gemm_schedule()
+        plan = tvm_twill.auto_pipeline(sch, k0 if loop == "simple" else [k0, k1], arch, time_limit=time_limit)
+        anns = {"k0": plan.annotations if plan.applied else {}}
+        if plan.inner:
+            anns["k1"] = plan.inner[0].annotations if plan.inner[0].applied else {}
+        out.append((f"auto_{loop}", sch, anns, plan.ii_cycles))
+        sch, k0, k1 = build_gemm_schedule()
+        for key, loop_rv in (("k0", k0), ("k1", k1)):
+            for ann_key, value in HAND[loop].get(key, {}).items():
+                sch.annotate(loop_rv, ann_key, value)
+        out.append((f"hand_{loop}", sch, HAND[loop], tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles))
+    return out
+
+
+def git_commit() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+        return rev.stdout.strip() + ("-dirty" if dirty.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def export(args) -> int:
+    """Compile here and write kernels + manifest for bench/gpu_gemm_run.py."""
+    from tvm_twill.frontend import compile_cuda, kernel_info
+
+    d = Path(args.export)
+    d.mkdir(parents=True, exist_ok=True)
+    man = {"M": N, "N": N, "K": N, "b_transposed": False, "arch": args.arch, "commit": git_commit(),
+           "command": " ".join([sys.executable, *sys.argv]), "variants": []}
+    for name, sch, anns, model_ii in variants(args.arch, args.time_limit):
+        _, src = compile_cuda(sch, args.arch)
+        info = kernel_info(sch, args.arch)
+        sig = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)', src)
+        params = [p.split()[-1].removesuffix("_ptr") for p in sig.group(2).split(",")]
+        (d / f"{name}.cu").write_text(src)
+        man["variants"].append({"name": name, "cu": f"{name}.cu", "kernel": sig.group(1), "grid": list(info.grid),
+                                "block": list(info.block), "dyn_smem": info.dyn_smem, "args": params,
+                                "annotation": anns, "model_ii_cycles": model_ii})
+        print(f"{name:14s} grid {info.grid} block {info.block} smem {info.dyn_smem:6d} B  model II {model_ii}  {anns}")
+    (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+    print(f"wrote {d / 'manifest.json'}; run on the GPU machine: python bench/gpu_gemm_run.py {d} --out "
+          f"bench/results/gemm_gpu.json")
+    return 0
+
+
+def run(args) -> int:
+    import numpy as np
+    import tvm
+
+    dev = tvm.cuda(0)
+    if not dev.exist:
+        print("gemm_gpu: no CUDA GPU visible to TVM (tvm.cuda(0).exist is False); run it on a GPU machine, or "
+              "use --export DIR here and bench/gpu_gemm_run.py on the GPU machine", file=sys.stderr)
+        return 2
+    try:
+        import torch
+        has_torch = torch.cuda.is_available()
+    except ImportError:
+        torch, has_torch = None, False
+    from tvm_twill.frontend import compile_cuda
+
+    arch = args.arch
+    if arch is None:
+        major, minor = (int(x) for x in str(dev.compute_version).split("."))
+        arch = f"sm_{major}{minor}" + ("a" if major == 9 else "")
+    rng = np.random.default_rng(0)
+    a_np = rng.uniform(size=(N, N)).astype("float16")
+    b_np = rng.uniform(size=(N, N)).astype("float16")
+    if has_torch:
+        ref = (torch.from_numpy(a_np).cuda().float() @ torch.from_numpy(b_np).cuda().float()).cpu().numpy()
+    else:
+        ref = a_np.astype("float32") @ b_np.astype("float32")
+    flop = 2.0 * N ** 3
+    rows = []
+    for name, sch, anns, model_ii in variants(arch, args.time_limit):
+        f, _ = compile_cuda(sch, arch)
+        a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_np, dev)
+        c = tvm.runtime.tensor(np.zeros((N, N), dtype="float32"), dev)
+        f(a, b, c)
+        dev.sync()
+        err = float(np.abs(c.numpy() - ref).max() / np.abs(ref).max())
+        ms = _time_tvm(f, dev, (a, b, c), args)
+        rows.append({"variant": name, "annotation": anns, "model_ii_cycles": model_ii, "ms": ms,
+                     "tflops": flop / ms / 1e9, "max_rel_err": err, "correct": err < 1e-3})
+    if has_torch:
+        at, bt = torch.from_numpy(a_np).cuda(), torch.from_numpy(b_np).cuda()
+        ms = _time_events(lambda: torch.matmul(at, bt), args, torch)
+        rows.append({"variant": "torch.matmul (cuBLAS, fp16 out)", "ms": ms, "tflops": flop / ms / 1e9})
+    device = torch.cuda.get_device_name() if has_torch else str(getattr(dev, "device_name", "cuda"))
+    doc = {"device": device, "arch": arch, "M": N, "N": N, "K": N, "tvm": tvm.__version__, "commit": git_commit(),
+           "command": " ".join([sys.executable, *sys.argv]), "warmup": args.warmup, "iters": args.iters,
+           "timing": "median", "results": rows}
+    out = Path(args.out) / f"gemm_gpu_{re.sub(r'[^A-Za-z0-9]+', '_', device).strip('_').lower()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"{device} ({arch}), {N}^3 fp16 -> fp32, commit {doc['commit']}")
+    print(f"{'variant':34s} {'ms':>8s} {'TFLOP/s':>8s} {'rel err':>9s} {'model II':>9s}")
+    for r in rows:
+        print(f"{r['variant']:34s} {r['ms']:8.3f} {r['tflops']:8.1f} {r.get('max_rel_err', float('nan')):9.2e} "
+              f"{str(r.get('model_ii_cycles', '')):>9s}")
+    print(f"wrote {out}")
+    return 0 if all(r.get("correct", True) for r in rows) else 1
+
+
+def _time_tvm(f, dev, tensors, args) -> float:
+    """Median milliseconds per call (TVM time_evaluator when available)."""
+    import numpy as np
+
+    try:
+        ev = f.time_evaluator("main", dev, number=args.iters, repeat=3, min_repeat_ms=0)
+        return float(np.median(ev(*tensors).results)) * 1e3
+    except (AttributeError, TypeError):
+        for _ in range(args.warmup):
+            f(*tensors)
+        dev.sync()
+        times = []
+        for _ in range(args.iters):
+            t = time.perf_counter()
+            f(*tensors)
+            dev.sync()
+            times.append((time.perf_counter() - t) * 1e3)
+        return sorted(times)[len(times) // 2]
+
+
+def _time_events(fn, args, torch) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(args.warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(args.iters):
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default=None, help="CUDA arch (default: the GPU's; sm_90a for --export)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="folder for the JSON results")
+    ap.add_argument("--export", metavar="DIR", help="compile only and write kernels for bench/gpu_gemm_run.py")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--time-limit", type=float, default=10.0, help="solver seconds per loop")
+    args = ap.parse_args(argv)
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        print("gemm_gpu: needs apache-tvm (pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post0); "
+              "without TVM on the GPU machine use --export here and bench/gpu_gemm_run.py there", file=sys.stderr)
+        return 2
+    if args.export:
+        args.arch = args.arch or "sm_90a"
+        return export(args)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""Turn a modulo schedule into TVM ``software_pipeline_*`` loop annotations.
+
+TVM's ``InjectSoftwarePipeline`` (src/s_tir/transform/inject_software_pipeline.cc)
+rewrites a loop whose body is a sequence of statements S_0 .. S_{n-1} into a
+prologue, a steady-state body and an epilogue.  Its contract, which everything
+here is written against:
+
+* one ``software_pipeline_stage`` and one ``software_pipeline_order`` entry per
+  statement, in statement order; orders are a permutation of 0..n-1;
+* for every read-after-write dependence S_a -> S_b (a < b, same iteration):
+  ``stage[a] <= stage[b]``, and ``order[a] < order[b]`` when the stages are
+  equal (TVM checks exactly this, and only read-after-write: buffers that are
+  overwritten while still read are multi-versioned, ``use - def + 1``
+  versions);
+* ``software_pipeline_async_stages`` lists stages whose statements run
+  asynchronously (cp.async); every statement of such a stage is wrapped in
+  ``async_scope``, and a consumer may read the results of at most one async
+  producer stage ("A dependency on multiple async stages is not supported").
+
+What TVM then generates (``max_stage = S``, trip count ``N``)::
+
+    prologue  for i in unroll(S):      statements with stage s run iteration i - s
+    body      for i in range(N - S):   every statement, iteration i + S - stage
+    epilogue  for i in unroll(S):      the drained rest
+    async:    async_commit_queue(stage) around each contiguous run of async
+              statements, async_wait_queue(stage, in_flight) before the first
+              consumer, in_flight = producer_head - consumer_head (the RFC rule)
+
+``async_waits`` recomputes those in-flight counts independently, by simulating
+the commit-group queue of the emitted program (see its docstring), so tests
+can check the ``cp.async.wait_group N`` that TVM emits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping, Sequence
+
+from ..errors import InputError
+
+#: Loop annotation keys read by InjectSoftwarePipeline (the one place they are spelled).
+STAGE = "software_pipeline_stage"
+ORDER = "software_pipeline_order"
+ASYNC_STAGES = "software_pipeline_async_stages"
+ANNOTATION_KEYS = (STAGE, ORDER, ASYNC_STAGES)
+#: PassContext key that turns async stages into cp.async (TVM 0.27 spelling).
+ASYNC_COPY_CONFIG = "tirx.use_async_copy"
+
+
+@dataclass(frozen=True)
+class Dependence:
+    """Statement ``dst`` reads what statement ``src`` wrote ``distance`` iterations earlier."""
+
+    src: int
+    dst: int
+    distance: int = 0
+
+
+@dataclass(frozen=True)
+class PipelineAnnotation:
+    """The three annotations of one loop, one stage/order entry per statement."""
+
+    stages: tuple[int, ...]
+    orders: tuple[int, ...]
+    async_stages: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "stages", tuple(int(s) for s in self.stages))
+        object.__setattr__(self, "orders", tuple(int(o) for o in self.orders))
+        object.__setattr__(self, "async_stages", tuple(sorted({int(s) for s in self.async_stages})))
+        n = len(self.stages)
+        if len(self.orders) != n:
+            raise InputError(f"annotation has {n} stages but {len(self.orders)} orders: "
+                             "give one stage and one order per statement")
+        if any(s < 0 for s in self.stages):
+            raise InputError(f"stages must be >= 0, got {list(self.stages)}")
+        if sorted(self.orders) != list(range(n)):
+            raise InputError(f"orders {list(self.orders)} are not a permutation of 0..{n - 1}: "
+                             "InjectSoftwarePipeline needs a unique order per statement")
+
+    @property
+    def num_stages(self) -> int:
+        """max stage + 1: how many loop iterations are in flight."""
+        return 1 + max(self.stages, default=0)
+
+    def to_dict(self) -> dict[str, list[int]]:
+        """The annotations as ``sch.annotate`` takes them (async key only when non-empty)."""
+        d = {STAGE: list(self.stages), ORDER: list(self.orders)}
+        if self.async_stages:
+            d[ASYNC_STAGES] = list(self.async_stages)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "PipelineAnnotation":
+        return cls(tuple(d[STAGE]), tuple(d[ORDER]), tuple(d.get(ASYNC_STAGES, ())))
+
+
+def legality_violations(ann: PipelineAnnotation, deps: Iterable[Dependence]) -> list[str]:
+    """Every way ``ann`` breaks a dependence, as one-line messages (empty: legal).
+
+    Distance-0 dependences are TVM's own check.  A loop-carried dependence
+    (distance d) is also checked, because TVM does not: instance j of ``src``
+    runs in kernel iteration j + stage[src] at position order[src], instance
+    j + d of ``dst`` in kernel iteration j + d + stage[dst]; the first must
+    come first.
+    """
+    out = []
+    for dep in deps:
+        a, b = dep.src, dep.dst
+        sa, sb = ann.stages[a], ann.stages[b] + dep.distance
+        if sa > sb or (sa == sb and ann.orders[a] >= ann.orders[b]):
+            if dep.distance == 0:
+                out.append(f"statement {b} (stage {ann.stages[b]}, order {ann.orders[b]}) reads what "
+                           f"statement {a} (stage {ann.stages[a]}, order {ann.orders[a]}) writes: it needs "
+                           "a later stage, or the same stage and a later order")
+            else:
+                out.append(f"statement {b} reads what statement {a} wrote {dep.distance} iteration(s) "
+                           f"earlier, but (stage {ann.stages[a]}, order {ann.orders[a]}) of {a} does not "
+                           f"run before (stage {ann.stages[b]}+{dep.distance}, order {ann.orders[b]}) of {b}")
+    return out
+
+
+def select_async_stages(stages: Sequence[int], deps: Iterable[Dependence],
+                        async_capable: Sequence[bool]) -> tuple[int, ...]:
+    """Stages that may be made asynchronous under TVM's rules: at most one.
+
+    A stage qualifies when it holds at least one statement and every
+    statement in it is an async-capable copy (TVM wraps *every* statement of
+    an async stage in ``async_scope``) that some statement of the same or a
+    later stage consumes.  Of the qualifying stages only the earliest is
+    chosen: cp.async has a single hardware queue while TVM counts commit
+    groups per stage, so its wait counts are exact only with one async stage;
+    one async producer stage also satisfies TVM's rule that a consumer reads
+    from at most one async stage.  The earliest producers are the ones whose
+    latency the pipeline is built to hide.
+    """
+    deps = [d for d in deps if d.distance == 0]
+    consumed = {d.src for d in deps if d.src != d.dst and stages[d.src] <= stages[d.dst]}
+    cand = sorted(s for s in set(stages)
+                  if all(async_capable[i] and i in consumed for i, st in enumerate(stages) if st == s))
+    return tuple(cand[:1])
+
+
+def annotation_from_schedule(schedule, names: Sequence[str], deps: Iterable[Dependence],
+                             async_capable: Sequence[bool], *, allow_async: bool = True) -> PipelineAnnotation:
+    """The annotation that realizes ``schedule`` for statements ``names`` (in statement order).
+
+    * stage = the schedule's stage, shifted so the smallest is 0 (TVM's
+      prologue length is the max stage, so an all-late schedule is shifted);
+    * statements without any dependence (empty pieces of a nested pipeline)
+      are clamped into the stage range of the others: they do not affect the
+      result but would lengthen TVM's prologue;
+    * order = rank of (time mod ii, time, statement index): the steady-state
+      issue sequence of the modulo schedule, which keeps every same-stage
+      dependence in order;
+    * async stages: ``select_async_stages`` when ``allow_async`` (sm_80+).
+
+    Raises AssertionError if the result is not legal (a schedule that passed
+    the model checker always yields a legal annotation).
+    """
+    deps = list(deps)
+    ii = schedule.ii
+    times = [schedule.ops[n].time for n in names]
+    stages = [t // ii for t in times]
+    linked = {d.src for d in deps} | {d.dst for d in deps}
+    if linked:
+        lo = min(stages[i] for i in linked)
+        hi = max(stages[i] for i in linked)
+        stages = [s - lo if i in linked else min(max(s - lo, 0), hi - lo) for i, s in enumerate(stages)]
+    else:
+        stages = [0] * len(stages)
+    ranked = sorted(range(len(names)), key=lambda i: (times[i] % ii, times[i], i))
+    orders = [0] * len(names)
+    for pos, i in enumerate(ranked):
+        orders[i] = pos
+    asyncs = select_async_stages(stages, deps, async_capable) if allow_async else ()
+    ann = PipelineAnnotation(tuple(stages), tuple(orders), asyncs)
+    bad = legality_violations(ann, deps)
+    if bad:  # the schedule obeys every dependence, so this is a bug here
+        raise AssertionError("annotation derived from a checked schedule is illegal: " + "; ".join(bad))
+    return ann
+
+
+def buffer_versions(ann: PipelineAnnotation, writes: Sequence[Iterable[str]],
+                    reads: Sequence[Iterable[str]]) -> dict[str, int]:
+    """How many versions TVM allocates for each buffer written in the pipeline.
+
+    TVM's rule (``ComputeBufferVersions``): ``use - def + 1`` with ``def`` the
+    smallest stage of a writer and ``use`` the largest stage of a reader; two
+    versions shrink to one unless some reader comes after a writer in the
+    order *and* in a later stage (regions are assumed to overlap here).
+    ``writes[i]`` / ``reads[i]``: buffer names of statement i.
+    """
+    writes = [set(w) for w in writes]
+    reads = [set(r) for r in reads]
+    out = {}
+    for buf in sorted(set().union(*writes)) if writes else []:
+        wr = [i for i, w in enumerate(writes) if buf in w]
+        rd = [i for i, r in enumerate(reads) if buf in r]
+        d = min(ann.stages[i] for i in wr)
+        u = max([ann.stages[i] for i in rd], default=d)
+        n = max(1, u - d + 1)
+        if n == 2 and not any(ann.orders[w] < ann.orders[r] and ann.stages[w] < ann.stages[r]
+                              for w in wr for r in rd):
+            n = 1
+        out[buf] = n
+    return out
+
+
+# -- the in-flight computation ------------------------------------------------
+@dataclass(frozen=True)
+class AsyncWait:
+    """One ``async_wait_queue(stage, in_flight)`` of the emitted program.
+
+    ``part`` is ``prologue``, ``body`` or ``epilogue``; ``iteration`` the
+    unrolled iteration of the prologue/epilogue (None in the body: the count
+    is the same every iteration); ``before`` the statement the wait precedes.
+    """
+
+    part: str
+    iteration: int | None
+    before: int
+    stage: int
+    in_flight: int
+
+
+def async_waits(ann: PipelineAnnotation, deps: Iterable[Dependence], trip_count: int) -> tuple[AsyncWait, ...]:
+    """The waits the pipelined loop needs, in program order, by queue simulation.
+
+    Independent of TVM's implementation: it executes the prologue, body and
+    epilogue (see the module docstring) statement by statement, keeps the list
+    of committed groups (a group = a contiguous run of async statements of one
+    stage in one kernel iteration, as TVM groups them), and at each consumer
+    of async data needs the group holding the producer instance of the same
+    loop iteration.  Waiting with ``cp.async.wait_group N`` completes all but
+    the N newest groups, so the largest safe N there is the number of groups
+    committed after the needed one: producer_head - consumer_head in the RFC's
+    words.  Consumers of one stage in one kernel iteration share one wait,
+    placed before the first of them, with the smallest N (TVM coalesces the
+    same way).  A wait whose groups a previous wait already completed is not
+    emitted in the unrolled prologue/epilogue.  The body has one wait that
+    runs every iteration with one constant count, so its count is the
+    smallest safe count over all body iterations.  cp.async has a single
+    hardware queue, which is what is simulated.
+
+    With the copies of one stage interleaved with their consumer (the RFC's
+    "interleaved async producers" example, stages [0, 0, 3], order [0, 2, 1])
+    this gives 3 for the body where TVM 0.27 emits 5: TVM's prologue, which
+    has no consumer between the copies, commits both copies as one group,
+    while its body count assumes two groups per iteration, so its first body
+    iterations may read copies that are still in flight.  ``auto_pipeline``
+    keeps the copies of the async stage contiguous, which avoids the case.
+    """
+    deps = [d for d in deps if d.distance == 0]
+    n = len(ann.stages)
+    S = ann.num_stages - 1
+    asyncs = set(ann.async_stages)
+    is_async = [ann.stages[i] in asyncs for i in range(n)]
+    seq = sorted(range(n), key=lambda i: ann.orders[i])
+    producers = {b: sorted({d.src for d in deps if d.dst == b and is_async[d.src] and d.src != b
+                            and ann.stages[d.src] <= ann.stages[b]}) for b in range(n)}
+    groups: list[set] = []      # committed groups: sets of (statement, loop iteration)
+    group_of: dict = {}         # (statement, loop iteration) -> index of its group
+    done = 0                    # groups [0, done) are known complete
+    out: list[AsyncWait] = []
+    body_counts: dict[int, list] = {}   # producer stage -> counts over body iterations
+
+    def run(part: str, i: int, k: int | None):
+        nonlocal done
+        open_group: set | None = None
+        open_stage = None
+        # producer stage -> [statement the wait precedes, groups committed there, smallest N]
+        pending: dict[int, list] = {}
+        for c in seq:
+            j = i - ann.stages[c]
+            if not 0 <= j < trip_count:
+                continue
+            for p in producers[c]:
+                g = group_of.get((p, j))
+                if g is None:
+                    raise InputError(f"statement {c} reads async data of statement {p} (iteration {j}) "
+                                     "before it is committed: reorder the statements")
+                if g < done and part != "body":
+                    continue  # an earlier wait already completed it (unrolled parts only)
+                st = ann.stages[p]
+                if st not in pending:
+                    pending[st] = [c, len(groups), None]
+                at = pending[st][1]
+                if g >= at:
+                    raise InputError(f"statement {c} needs the async copy of statement {p} that is "
+                                     "committed after the wait before the first consumer: reorder them")
+                need = at - g - 1
+                pending[st][2] = need if pending[st][2] is None else min(pending[st][2], need)
+            if is_async[c]:
+                if open_group is None or open_stage != ann.stages[c]:
+                    open_group, open_stage = set(), ann.stages[c]
+                    groups.append(open_group)
+                open_group.add((c, j))
+                group_of[c, j] = len(groups) - 1
+            else:
+                open_group = None
+        for st, (before, at, need) in sorted(pending.items(), key=lambda kv: ann.orders[kv[1][0]]):
+            done = max(done, at - need)
+            if part == "body":
+                body_counts.setdefault(st, []).append(need)
+                if not any(w.part == "body" and w.stage == st for w in out):
+                    out.append(AsyncWait(part, None, before, st, need))
+            else:
+                out.append(AsyncWait(part, k, before, st, need))
+
+    for k in range(S):
+        run("prologue", k, k)
+    for i in range(S, trip_count):
+        run("body", i, None)
+    for k, i in enumerate(range(max(trip_count, S), trip_count + S)):
+        run("epilogue", i, k)
+    return tuple(replace(w, in_flight=min(body_counts[w.stage])) if w.part == "body" else w for w in out)
+
+
+# -- reading and writing the annotations on a tvm.s_tir.Schedule -------------
+def read_annotation(loop_node) -> PipelineAnnotation | None:
+    """The pipeline annotation on a ``tirx.For`` node, or None when it has none."""
+    ann = loop_node.annotations
+    if STAGE not in ann and ORDER not in ann:
+        return None
+    if STAGE not in ann or ORDER not in ann:
+        missing = ORDER if STAGE in ann else STAGE
+        raise InputError(f"loop '{loop_node.loop_var.name}' has only one of the pipeline annotations: "
+                         f"add '{missing}' (InjectSoftwarePipeline needs both)")
+    asyncs = tuple(int(s) for s in ann[ASYNC_STAGES]) if ASYNC_STAGES in ann else ()
+    return PipelineAnnotation(tuple(int(s) for s in ann[STAGE]), tuple(int(o) for o in ann[ORDER]), asyncs)
+
+
+def apply_annotation(sch, loop_rv, ann: PipelineAnnotation) -> None:
+    """Write ``ann`` on the loop (replacing any earlier pipeline annotation).
+
+    Generates (for stages [0, 0, 3], orders [0, 1, 2], async stages [0])::
+
+        for k in range(n, annotations={"software_pipeline_stage": [0, 0, 3],
+                                       "software_pipeline_order": [0, 1, 2],
+                                       "software_pipeline_async_stages": [0]}):
+    """
+    node = sch.get(loop_rv)
+    for key in ANNOTATION_KEYS:
+        if key in node.annotations:
+            sch.unannotate(loop_rv, key)
+    for key, value in ann.to_dict().items():
+        sch.annotate(loop_rv, key, [int(v) for v in value])
