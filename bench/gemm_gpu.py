@@ -33,54 +33,21 @@ except ImportError:  # a source checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT))
 
 N = 4096
-HAND = {
-    "simple": {"k0": {"software_pipeline_stage": [0, 0, 3], "software_pipeline_order": [0, 1, 2],
-                      "software_pipeline_async_stages": [0]}},
-    "nested": {"k0": {"software_pipeline_stage": [0, 0, 2, 3, 3], "software_pipeline_order": [0, 1, 3, 2, 4],
-                      "software_pipeline_async_stages": [0]},
-               "k1": {"software_pipeline_stage": [0, 0, 1], "software_pipeline_order": [0, 1, 2]}},
-}
-
-
-def build_gemm_schedule(n: int = N):
-    """TVM's tensor-core GEMM schedule (as in its pipeline tests); returns (sch, k0, k1)."""
-    from tvm import te
-    from tvm.s_tir.meta_schedule.testing import te_workload
-    from tvm.s_tir.tensor_intrin.cuda import (LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
-                                              MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN,
-                                              MMA_store_16x16_f32_global_INTRIN,
-                                              shared_16x16_to_ldmatrix_32x8_layout)
-    from tvm.testing.tir import mma_schedule
-
-    def index_map(i, j):
-        return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
-
-    workload = te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
-    sch = mma_schedule(workload, 16, "float16", False, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1],
-                       index_map, index_map, index_map, LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
-                       MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN,
-                       "shared.dyn")
-    loops = sch.get_loops(sch.get_sblock("C_o_update"))
-    return sch, loops[3], loops[4]
-
-
 def variants(arch: str, time_limit: float):
     """(name, schedule, annotations, model II in cycles) for the four kernels."""
     import tvm_twill
+    from tvm_twill.frontend import TVM_HAND_ANNOTATIONS, tensorcore_gemm
 
     out = []
     for loop in ("simple", "nested"):
-        sch, k0, k1 = build_gemm_schedule()
+        sch, k0, k1 = tensorcore_gemm(N)
         plan = tvm_twill.auto_pipeline(sch, k0 if loop == "simple" else [k0, k1], arch, time_limit=time_limit)
         anns = {"k0": plan.annotations if plan.applied else {}}
         if plan.inner:
             anns["k1"] = plan.inner[0].annotations if plan.inner[0].applied else {}
         out.append((f"auto_{loop}", sch, anns, plan.ii_cycles))
-        sch, k0, k1 = build_gemm_schedule()
-        for key, loop_rv in (("k0", k0), ("k1", k1)):
-            for ann_key, value in HAND[loop].get(key, {}).items():
-                sch.annotate(loop_rv, ann_key, value)
-        out.append((f"hand_{loop}", sch, HAND[loop], tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles))
+        sch, k0, k1 = tensorcore_gemm(N, hand=loop)
+        out.append((f"hand_{loop}", sch, TVM_HAND_ANNOTATIONS[loop], tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles))
     return out
 
 

@@ -35,28 +35,6 @@ except ImportError:  # running from a source checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def build_gemm_schedule(n: int = 4096):
-    """TVM's tensor-core GEMM schedule (as in its pipeline tests); returns (sch, k0, k1)."""
-    from tvm import te
-    from tvm.s_tir.meta_schedule.testing import te_workload
-    from tvm.s_tir.tensor_intrin.cuda import (LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
-                                              MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN,
-                                              MMA_store_16x16_f32_global_INTRIN,
-                                              shared_16x16_to_ldmatrix_32x8_layout)
-    from tvm.testing.tir import mma_schedule
-
-    def index_map(i, j):
-        return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
-
-    workload = te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
-    sch = mma_schedule(workload, 16, "float16", False, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1],
-                       index_map, index_map, index_map, LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
-                       MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN,
-                       "shared.dyn")
-    loops = sch.get_loops(sch.get_sblock("C_o_update"))
-    return sch, loops[3], loops[4]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="auto_pipeline on TVM's tensor-core GEMM")
     ap.add_argument("--arch", default="sm_90a", help="CUDA arch (sm_80, sm_90a, ...)")
@@ -64,15 +42,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import tvm_twill
-    from tvm_twill.frontend import compile_cuda
+    from tvm_twill.frontend import compile_cuda, tensorcore_gemm
 
     # 1. The schedule, and the one line that replaces the three sch.annotate calls.
-    sch, k0, k1 = build_gemm_schedule()
+    sch, k0, k1 = tensorcore_gemm()  # TVM's tensor-core GEMM from its pipeline tests
     plan = tvm_twill.auto_pipeline(sch, [k0, k1] if args.nested else k0, args.arch)
     print(plan.explain())
 
     # 2. The same loop with TVM's hand annotation, measured under the same model.
-    hand, hk0, hk1 = build_gemm_schedule()
+    hand, hk0, hk1 = tensorcore_gemm()
     hand.annotate(hk0, "software_pipeline_stage", [0, 0, 2, 3, 3] if args.nested else [0, 0, 3])
     hand.annotate(hk0, "software_pipeline_order", [0, 1, 3, 2, 4] if args.nested else [0, 1, 2])
     hand.annotate(hk0, "software_pipeline_async_stages", [0])

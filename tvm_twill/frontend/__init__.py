@@ -6,8 +6,8 @@ This subpackage is the only place that imports TVM's moving namespaces
 """
 from .tir import (DEFAULT_QUANTUM, DRAM_LATENCY_CYCLES, Extraction, KernelInfo, LoopRef, StmtInfo,
                   compile_cuda, extract_loop, inject_pipeline, kernel_info, machine_for, parse_target,
-                  pipeline_prefix_passes, resolve_loop, scratch_schedule)
+                  pipeline_prefix_passes, resolve_loop, scratch_schedule, TVM_HAND_ANNOTATIONS, tensorcore_gemm)
 
 __all__ = ["DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "Extraction", "KernelInfo", "LoopRef", "StmtInfo",
            "compile_cuda", "extract_loop", "inject_pipeline", "kernel_info", "machine_for", "parse_target",
-           "pipeline_prefix_passes", "resolve_loop", "scratch_schedule"]
+           "pipeline_prefix_passes", "resolve_loop", "scratch_schedule", "TVM_HAND_ANNOTATIONS", "tensorcore_gemm"]
