@@ -1069,3 +1069,27 @@ def tensorcore_gemm(n: int = 4096, hand: str | None = None):
             for ann, value in TVM_HAND_ANNOTATIONS[hand].get(key, {}).items():
                 sch.annotate(loop, ann, value)
     return sch, k0, k1
+
+
+# -- MetaSchedule ----------------------------------------------------------------
+def annotated_pipeline_loops(sch) -> list:
+    """LoopRefs of every loop of ``sch`` that carries a software-pipeline annotation,
+    outermost first (the loops MetaSchedule's tensor-core rule annotated)."""
+    found: list = []
+
+    def walk(stmt):
+        if isinstance(stmt, tirx.For) and read_annotation(stmt) is not None:
+            found.append(stmt.loop_var.name)
+        for c in _stmts_of(stmt):
+            walk(c)
+
+    for _, func in _functions(sch):
+        walk(func.body)
+    return [resolve_loop(sch, name) for name in found]
+
+
+def meta_schedule_postproc_base():
+    """(PyPostproc, derived_object) of TVM's MetaSchedule, for tvm_twill.metaschedule."""
+    from tvm.s_tir.meta_schedule.postproc import PyPostproc
+    from tvm.ir.utils import derived_object
+    return PyPostproc, derived_object
