@@ -119,6 +119,10 @@ def test_nvcc_reports_no_spills(built, arch, variant, tmp_path):
     assert r.returncode == 0, r.stderr
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr + r.stdout)
     assert spills and all(s == ("0", "0") for s in spills), r.stderr
+    # no local-memory stack frame either: an order that makes nvcc index the warp
+    # fragments dynamically costs local memory without counting as a spill
+    frames = re.findall(r"(\d+) bytes stack frame", r.stderr + r.stdout)
+    assert frames and all(f == "0" for f in frames), r.stderr
 
 
 def test_nested_plans_inner_loop_first(built):

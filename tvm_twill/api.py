@@ -236,7 +236,8 @@ def _auto_one(sch, loop, target, *, machine, time_limit, apply, quantum, verify)
     sched = solve(graph, ms, time_limit=time_limit)
     ann = annotation_from_schedule(sched, ex.names, ex.deps, [s.async_capable for s in ex.stmts],
                                    allow_async=True)
-    ann = _group_async_copies(ann, graph, ms, ex.deps, sched.ii)
+    ann = _group_async_copies(_prefer_program_order(ann, graph, ms, ex.deps, sched.ii), graph, ms, ex.deps,
+                              sched.ii)
     waits = async_waits(ann, ex.deps, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         reason="", machine=ms, waits=waits, time_limit=time_limit)
@@ -271,6 +272,31 @@ def _restore(sch, loop_rv, previous: PipelineAnnotation | None) -> None:
             sch.unannotate(loop_rv, key)
 
 
+def _achieves(cand: PipelineAnnotation, graph, machine, deps, ii: int) -> bool:
+    """Is ``cand`` legal for TVM and does it still reach ``ii`` under the model?"""
+    if legality_violations(cand, deps):
+        return False
+    try:
+        return annotation_ii(graph, machine, cand)[0] <= ii
+    except InfeasibleError:
+        return False
+
+
+def _prefer_program_order(ann: PipelineAnnotation, graph, machine, deps, ii: int) -> PipelineAnnotation:
+    """Keep the statements in their program order when that costs no II.
+
+    The solver's order is one of many equally good ones (it follows issue
+    slots); the program order is what TVM's own annotations use and what nvcc
+    handles best: on TVM's nested GEMM for sm_90a, the inner order
+    ldmatrix A, mma, ldmatrix B (same stages, same model II) makes nvcc keep
+    the warp fragments in a 2 KB local-memory stack frame, program order none.
+    """
+    cand = replace(ann, orders=tuple(range(len(ann.orders))))
+    if cand == ann or not _achieves(cand, graph, machine, deps, ii):
+        return ann
+    return cand
+
+
 def _group_async_copies(ann: PipelineAnnotation, graph, machine, deps, ii: int) -> PipelineAnnotation:
     """Put the statements of the async stage next to each other, in program order, when that costs nothing.
 
@@ -294,13 +320,7 @@ def _group_async_copies(ann: PipelineAnnotation, graph, machine, deps, ii: int) 
     for pos, i in enumerate(new_seq):
         orders[i] = pos
     cand = replace(ann, orders=tuple(orders))
-    if legality_violations(cand, deps):
-        return ann
-    try:
-        achieved = annotation_ii(graph, machine, cand)[0]
-    except InfeasibleError:
-        return ann
-    return cand if achieved <= ii else ann
+    return cand if _achieves(cand, graph, machine, deps, ii) else ann
 
 
 # -- evaluate_annotation --------------------------------------------------------
