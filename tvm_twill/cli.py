@@ -25,7 +25,7 @@ from .data import example_names, load_example
 from .errors import InfeasibleError, InputError, SolverTimeoutError, TwillError
 from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
                     schedule_to_dict)
-from .solvers import SolveOptions, prepare, solve
+from .solvers import SolveOptions, prepare, solve_prepared
 
 PROG = "tvm-twill"
 
@@ -42,7 +42,8 @@ def _machine(arg):
 def _solve_options(args):
     if args.time_limit <= 0:
         raise InputError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
-    return SolveOptions(time_limit=args.time_limit, cross_warp_sync=args.cross_warp_sync)
+    return SolveOptions(time_limit=args.time_limit, cross_warp_sync=args.cross_warp_sync,
+                        normalize_objective=args.normalize_objective)
 
 
 def _solve_and_print(graph, args) -> int:
@@ -50,8 +51,8 @@ def _solve_and_print(graph, args) -> int:
         graph = graph.replace(normalize=False)
     options = _solve_options(args)
     machine = _machine(args.machine)
-    schedule = solve(graph, machine, options=options)
-    prepared = prepare(graph, machine, options)  # what was scheduled: the report's cycles
+    prepared = prepare(graph, machine, options)  # what is scheduled: the report's cycles
+    schedule = solve_prepared(prepared, options)
     print(report.render(schedule, prepared.graph, prepared.machine), end="")
     if args.json:
         try:
@@ -94,6 +95,7 @@ def cmd_check(args) -> int:
     if schedule.normalization is not None or schedule.streaming is not None:
         opts = SolveOptions(
             normalize_bound=(schedule.normalization or {}).get("U", SolveOptions.normalize_bound),
+            normalize_objective=(schedule.normalization or {}).get("objective", SolveOptions.normalize_objective),
             streaming_depth=(schedule.streaming or {}).get("depth", SolveOptions.streaming_depth))
         prepared = prepare(graph.replace(normalize=schedule.normalization is not None), machine, opts)
         graph, machine = prepared.graph, prepared.machine
@@ -130,6 +132,8 @@ def _add_solve_options(p):
                    help="seconds for the whole search (default 30)")
     p.add_argument("--cross-warp-sync", action="store_true",
                    help="a consumer waits for a value from another warp as on a blocking edge")
+    p.add_argument("--normalize-objective", choices=("relative", "paper"), default="relative",
+                   help="cost normalization: least relative ratio error (default) or the paper's ZLP objective F")
     p.add_argument("--no-normalize", action="store_true",
                    help="schedule the graph's cycles as they are, even if it asks for normalization "
                         "(exact ratios; the solver's work does not grow with cycle magnitudes, but "

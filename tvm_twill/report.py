@@ -95,7 +95,8 @@ def preparation(schedule) -> str:
     if norm:
         mapping = {int(k): v for k, v in norm["mapping"].items()}
         pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(mapping.items()))
-        lines.append(f"cost normalization (U = {norm['U']}, distortion F = {norm['distortion']}, "
+        lines.append(f"cost normalization ({norm.get('objective', 'relative')} objective, U = {norm['U']}, "
+                     f"distortion F = {norm['distortion']}, "
                      f"max ratio error {100 * norm['max_ratio_error']:.1f}%): raw cycles -> schedule cycles")
         lines.append(f"  {pairs}")
         scales = {k / v for k, v in mapping.items() if v}

@@ -260,7 +260,7 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         raise FormatError(f"{_where(ctx)}schedule cycles must be an object name -> cycles")
     norm = d.get("normalization")
     if norm is not None:
-        norm = _obj(norm, "normalization", {"U", "distortion", "max_ratio_error", "mapping"},
+        norm = _obj(norm, "normalization", {"U", "objective", "distortion", "max_ratio_error", "mapping"},
                     {"U", "distortion", "mapping"}, ctx)
         _int(norm["U"], "normalization U", ctx)
         _int(norm["distortion"], "normalization distortion", ctx)

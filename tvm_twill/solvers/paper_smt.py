@@ -9,12 +9,12 @@ The straight-line program Q
 ---------------------------
 For an initiation interval ``ii`` and a length bound ``L``, Q holds copies
 i in [0, C) of the iteration, copy i issued ii*i cycles after copy 0, over
-cycles t in [0, T) with T = (C-1)*ii + L.  The paper takes C = ceil(L/ii);
+cycles t in [0, T] with T = (C-1)*ii + L.  The paper takes C = ceil(L/ii);
 we take C = ceil(L/ii) + dmax, dmax the largest edge distance (see
 "Differences" below for why).  Variables::
 
-    op[v,i,t]   copy i of op v issues at cycle t             t in [0, T)
-    live[v,i,t] the value of copy i of v is live at cycle t  t in [0, T]
+    op[v,i,t]   copy i of op v issues at cycle t             t in [0, T]
+    live[v,i,t] the value of copy i of v is live at cycle t  t in [0, H], H = max(T, C*ii)
     opw[v,w]    v is issued by warp (group) w                w in [0, warp_groups)
 
 Figure 4 (modulo schedule), with out-of-range op[...] read as false and
@@ -27,22 +27,22 @@ constraints on copies outside [0, C) not emitted::
     sum_{v,i,c} op[v,i,t-c]*RRT[v][c][f] <= cap(f)                Capacity
 
 Figure 5 (liveness, a backward dataflow over Q; only for ops whose value
-holds registers or memory and has a consumer, the others never count)::
+holds registers or memory and has a consumer, the others never count), with
+use(t) = OR_(v,u,_,delta) op[u,i+delta,t] and not op[v,i,t]::
 
-    live[v,i,T] <=> some edge (v,u,_,delta) has i+delta >= C      Init
+    live[v,i,H] <=> some edge (v,u,_,delta) has i+delta >= C      Init
     live[v,i,t] and op[v,i,t] => not live[v,i,t-1]                LiveProp-1
     live[v,i,t] and not op[v,i,t] => live[v,i,t-1]                LiveProp-2
-    not live[v,i,t] and OR_(v,u,_,delta) op[u,i+delta,t]
-        => live[v,i,t-1]                                          DeadProp-1
-    not live[v,i,t] and AND_(v,u,_,delta) not op[u,i+delta,t]
-        => not live[v,i,t-1]                                      DeadProp-2
-    sum_{v,i} live[v,i,t]*smem(v) <= smem_bytes, same for tmem    Memory Capacity
+    not live[v,i,t] and use(t) => live[v,i,t-1]                   DeadProp-1
+    not live[v,i,t] and not use(t) => not live[v,i,t-1]           DeadProp-2
+    sum_{v,i} live[v,i,t]*smem(v) <= smem_bytes, same for tmem    Memory Capacity (t < C*ii)
 
 Figure 6 (warps)::
 
     sum_w opw[v,w] = 1                                            Warp Uniqueness
     variable_latency(v) <=> opw[v,W_vl]   (W_vl = warp_groups-1)  Variable Latency
-    sum_{v,i} live[v,i,t]*opw[v,w]*regs(v) <= regs_per_thread_max Register Limit
+    sum_{v,i} live[v,i,t]*opw[v,w]*regs(v)
+        <= regs_per_thread_max                                    Register Limit (t < C*ii)
     op[u,i,t] and apart(u,v) => not op[v,i+delta,t+d+s],
         s in [0, spill_cost(u))                                   Cross-Warp Spills
     op[v,i,t] and together(v,o) and blocking(u,v)
@@ -54,36 +54,49 @@ literal per pair instead of warp_groups^2 clauses.  All of it is pure
 boolean plus pseudo-boolean sums, solved by z3's QF_FD engine with a fixed
 random seed.  The schedule read back is M(v) = the t with op[v,0,t].
 
-Differences from the paper, and from the checker (``shared/spec/formats.md``)
--------------------------------------------------------------------------
-The checker is the reference; every change below makes this encoding at
-least as strict as the checker, so what it returns passes ``check``:
+Differences from the paper, and why (the checker is the reference)
+------------------------------------------------------------------
+Read literally, Q with C = ceil(L/ii) copies is looser than the checker
+(``shared/spec/formats.md``, rules 1-6) in two ways and stricter in three:
 
-* Copies.  With C = ceil(L/ii) copies, an edge of distance delta >= C has no
-  pair of copies in Q and the paper drops it (a real dependence lost), and a
-  value live for more than about C*ii cycles (a long loop-carried lifetime)
-  has instances from iterations before copy 0 live in the steady state, which
-  Q does not hold (registers undercounted).  With C = ceil(L/ii) + dmax every
-  edge has a copy pair, and the window t in [L + (dmax-1)*ii, C*ii) of Q --
-  at least ii consecutive cycles, inside [0, T] -- holds every steady-state
-  live instance, so the register and memory sums of Q bound the checker's
-  rules 5 and 6 from above.  Dependence, capacity and concurrency over the
-  extra copies say nothing new: they are the checker's rules 1, 2 and 4.
-* Init.  The paper marks only the last copy live at T; a copy whose consumer
-  lies beyond Q (i + delta >= C) is live at T too, else a value consumed two
-  iterations later would never be live.
-* Liveness is an over-approximation where Q ends: a value whose consumer is
-  beyond Q stays live up to T (the checker ends it at the consumer), and a
-  value whose every consumer issues in the cycle it is defined (delay 0)
-  becomes live before its definition by DeadProp-1 (the checker: live over an
-  empty interval).  Both can reject a schedule the checker accepts, never
-  the reverse.
-* Variable latency.  The paper reserves W_vl even when no op has variable
-  latency, which would waste a warp; rule 3 only constrains graphs that have
-  such ops, so the constraint is emitted only then.  Pinning them to the last
-  warp loses nothing: warps are interchangeable.
+* Looser: an edge of distance delta >= C has no pair of copies in Q, so the
+  paper drops it (a real dependence lost); and a value live for longer than
+  about C*ii cycles (a loop-carried lifetime) has instances from iterations
+  before copy 0 live in the steady state, which Q does not hold (registers
+  and memory undercounted).  Fix: C = ceil(L/ii) + dmax copies.  Every edge
+  then has a copy pair, and the window [L + (dmax-1)*ii, C*ii) -- at least ii
+  consecutive cycles -- sees every live instance of the steady state.
+* Stricter: Init marks only the last copy live at the end, while a value
+  whose consumer lies beyond Q may belong to an earlier copy (delta >= 2);
+  and such values stay live up to the end of Q although the loop ends them
+  at their consumer, so the epilogue of Q overcounts.  Fix: Init as above,
+  with the live horizon H = max(T, C*ii) so that the whole window has live
+  variables, and the capacity sums (registers, memory) for t < C*ii only.
+  In the window a value whose consumer is beyond Q is truly live (that
+  consumer issues at C*ii or later); before the window, Q holds a subset of
+  the instances live at the same slot of the steady state, so those sums are
+  implied by the window's.
+* Stricter: DeadProp-1 makes a value whose consumer issues in the cycle of
+  its definition (delay 0) live before it is defined.  Fix: a use in the
+  defining cycle does not count (``use(t)`` above); the checker's interval
+  [time, time) is empty too.
+* Stricter: ops issue in [0, T), so a zero-cycle op (a streaming load,
+  section 5.3) of the last copy cannot issue at T = its end; the checker's
+  length max(time + cycles) allows it.  Fix: t in [0, T].
+* The paper reserves W_vl even when no op has variable latency, which wastes
+  a warp; rule 3 constrains only graphs that have such ops, so the constraint
+  is emitted only then.  Pinning them to the last warp loses nothing: warp
+  roles are interchangeable.
 * The concurrency constraint for cross-warp hand-offs, elided in the paper,
   is not modelled (the checker's default, ``cross_warp_sync=False``).
+
+With these, for a given (ii, L) the system is satisfiable exactly when some
+schedule of length <= L passes rules 1-6: dependence, capacity and
+concurrency over the copies are rules 1, 2 and 4 (every pair of instances
+that can interact appears in Q), and the window's sums are rules 5 and 6.
+``tests/test_paper_smt.py`` cross-checks this against the default encoding.
+What remains of the paper is Algorithm 1's search, which is incomplete (see
+``paper_search``).
 
 Warps in the result are renamed by first use in graph order (the
 variable-latency warp stays last), so equal answers print the same.
@@ -93,7 +106,7 @@ from __future__ import annotations
 import time as _time
 from math import ceil
 
-from ..errors import InputError, SolverTimeoutError, SolverUnavailableError
+from ..errors import InfeasibleError, InputError, SolverTimeoutError, SolverUnavailableError
 from .modulo_ilp import modulo_schedule_ilp
 
 SOLVER = "paper-smt"
@@ -123,8 +136,9 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
     """Solve Figures 4-6 for (ii, L); return (times, warps) or None when unsat.
 
     ``times`` are the copy-0 issue cycles M(v) (every op ends by ``length``),
-    ``warps`` the warp (group) of each op.  Raises SolverTimeoutError when z3
-    answers unknown within ``time_limit`` seconds.
+    ``warps`` the warp (group) of each op.  Raises SolverTimeoutError when
+    ``time_limit`` seconds (building the constraints included) run out before
+    z3 answers.
     """
     from ..model import get_machine
 
@@ -134,24 +148,37 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
     machine = get_machine(machine)
     graph.validate_for(machine)
     z3 = _load_z3()
-    Bool, And, Or, Not, Implies = z3.Bool, z3.And, z3.Or, z3.Not, z3.Implies
+    Bool, And, Not, Implies = z3.Bool, z3.And, z3.Not, z3.Implies
+    deadline = _time.monotonic() + time_limit
+
+    def Or(lits):
+        """z3.Or of a list, built by one C call: z3.Or's per-argument coercion
+        in Python was 80% of the time on graphs with ii near 100."""
+        if not lits:
+            return z3.BoolVal(False)
+        return z3.BoolRef(z3.Z3_mk_or(lits[0].ctx_ref(), len(lits),
+                                      (z3.Ast * len(lits))(*[x.as_ast() for x in lits])), lits[0].ctx)
+
+    def overdue(stage: str) -> None:
+        if _time.monotonic() > deadline:
+            raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: {time_limit:.1f} s "
+                                     f"ran out while building the {stage} constraints; raise the time limit")
 
     names = graph.names
     ops = {n: graph.op(n) for n in names}
     C, T = copies_and_horizon(graph, ii, length)
     W = machine.warp_groups
     copies = range(C)
-    cycles = range(T)
+    cycles = range(T + 1)  # [0, T]: a zero-cycle op of the last copy may issue at T
     s = z3.SolverFor("QF_FD")
     s.set("random_seed", 0)
-    s.set("timeout", max(1, int(time_limit * 1000)))
 
     # -- Figure 4 ------------------------------------------------------------
     op = {(n, i, t): Bool(f"op[{n},{i},{t}]") for n in names for i in copies for t in cycles}
 
     def at(n, i, t):
         """op[n,i,t], false outside Q (the paper's guard)."""
-        return op[n, i, t] if 0 <= i < C and 0 <= t < T else z3.BoolVal(False)
+        return op[n, i, t] if 0 <= i < C and 0 <= t <= T else z3.BoolVal(False)
 
     for n in names:
         for i in copies:
@@ -162,9 +189,10 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
                 if t + ops[n].cycles > T:
                     s.add(Not(op[n, i, t]))                                          # Completion
     for e in graph.edges:
+        overdue("Figure 4")
         for i in range(C - e.distance):
             for t in cycles:
-                early = [op[e.dst, i + e.distance, t2] for t2 in range(min(t + e.delay, T))]
+                early = [op[e.dst, i + e.distance, t2] for t2 in range(min(t + e.delay, T + 1))]
                 if early:
                     s.add(Implies(op[e.src, i, t], Not(Or(early))))                  # Dependence
     rows = {n: ops[n].reservation() for n in names}
@@ -175,6 +203,8 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
                      for u, k in row if u == unit]
             if sum(k for _, k in terms) > cap:
                 s.add(z3.PbLe(terms, cap))                                            # Capacity
+
+    overdue("Figure 4")
 
     # -- Figure 6: warp variables (needed by the register limit below) ---------
     opw = {(n, w): Bool(f"opw[{n},{w}]") for n in names for w in range(W)}
@@ -188,16 +218,21 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
         return Or([And(opw[a, w], opw[b, w]) for w in range(W)])
 
     # -- Figure 5: liveness ------------------------------------------------------
+    # Live variables run to H = max(T, C*ii) so that the whole steady-state
+    # window [.., C*ii) has them; no op issues in (T, H].  Capacities are
+    # enforced for t < C*ii: the epilogue after it adds nothing (module docstring).
+    H = max(T, C * ii)
     holders = [n for n in names if graph.out_edges(n)
                and (ops[n].regs or ops[n].smem or ops[n].tmem)]
-    live = {(n, i, t): Bool(f"live[{n},{i},{t}]") for n in holders for i in copies for t in range(T + 1)}
+    live = {(n, i, t): Bool(f"live[{n},{i},{t}]") for n in holders for i in copies for t in range(H + 1)}
     for n in holders:
         outs = graph.out_edges(n)
         for i in copies:
-            s.add(live[n, i, T] == z3.BoolVal(any(i + e.distance >= C for e in outs)))  # Init
-            for t in range(T, 0, -1):
+            s.add(live[n, i, H] == z3.BoolVal(any(i + e.distance >= C for e in outs)))  # Init
+            for t in range(H, 0, -1):
                 here = at(n, i, t)
-                used = Or([at(e.dst, i + e.distance, t) for e in outs])
+                # A use in the cycle of the definition itself (delay 0) reads nothing older.
+                used = And(Or([at(e.dst, i + e.distance, t) for e in outs]), Not(here))
                 s.add(Implies(And(live[n, i, t], here), Not(live[n, i, t - 1])))      # LiveProp-1
                 s.add(Implies(And(live[n, i, t], Not(here)), live[n, i, t - 1]))      # LiveProp-2
                 s.add(Implies(And(Not(live[n, i, t]), used), live[n, i, t - 1]))      # DeadProp-1
@@ -206,14 +241,16 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
         users = [n for n in holders if getattr(ops[n], field)]
         if sum(getattr(ops[n], field) for n in users) * C <= cap:
             continue  # can never be exceeded: skip the (true) constraint
-        for t in range(T + 1):
+        for t in range(C * ii):
             s.add(z3.PbLe([(live[n, i, t], getattr(ops[n], field)) for n in users for i in copies],
                           cap))                                                       # Memory Capacity
+
+    overdue("Figure 5")
 
     # -- Figure 6: registers, spills, concurrency ----------------------------------
     reg_users = [n for n in holders if ops[n].regs]
     if sum(ops[n].regs for n in reg_users) * C > machine.regs_per_thread_max:
-        for t in range(T + 1):
+        for t in range(C * ii):
             for w in range(W):
                 s.add(z3.PbLe([(And(live[n, i, t], opw[n, w]), ops[n].regs)
                                for n in reg_users for i in copies],
@@ -222,17 +259,19 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
         cost = _spill(ops[e.src], machine)
         if not cost or e.src == e.dst:
             continue
+        overdue("Figure 6")
         apart = Not(together(e.src, e.dst))
         for i in range(C - e.distance):
             for t in cycles:
                 late = [op[e.dst, i + e.distance, t + e.delay + k] for k in range(cost)
-                        if t + e.delay + k < T]
+                        if t + e.delay + k <= T]
                 if late:
                     s.add(Implies(And(op[e.src, i, t], apart), Not(Or(late))))       # Cross-Warp Spills
     for v in sorted({e.dst for e in graph.edges if e.blocking}, key=graph.index):
         for o in names:
             if o == v or not ops[o].cycles:
                 continue
+            overdue("Figure 6")
             same = together(v, o)
             for i in copies:
                 for t in cycles:
@@ -240,6 +279,8 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
                             for t2 in range(max(0, t - ops[o].cycles + 1), t + 1)]
                     s.add(Implies(And(op[v, i, t], same), Not(Or(busy))))             # Concurrency
 
+    overdue("Figure 6")
+    s.set("timeout", max(1, int((deadline - _time.monotonic()) * 1000)))
     result = s.check()
     if result == z3.unknown:
         raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: z3 answered "
@@ -266,21 +307,24 @@ def _canonical_warps(warps: dict[str, int], graph, n_warps: int) -> dict[str, in
     return {n: rename[w] for n, w in warps.items()}
 
 
-def paper_search(graph, machine, *, time_limit: float = 300.0):
+def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | None = None):
     """Algorithm 1 of the Twill paper; return a Schedule (``optimal=False``).
 
     ::
 
         for ii = max(ResMII, RecMII), ...:         # the paper starts at 1; below this
             M = modulo_schedule_ilp(G, ii)          #   bound the ILP is infeasible anyway
-            if M is None: continue                  # attempt 'infeasible'
+            if M is None: continue                  # attempt (ii, None, 'infeasible')
             L = Len(M)
             while ceil(L/ii) == ceil(Len(M)/ii):
                 if paper_smt_solve(G, ii, L) is sat: return it
-                L += 1                              # attempt 'unsat'
+                L += 1                              # attempt (ii, L, 'unsat')
 
-    The graph's cycles are used as they are (run ``normalize_graph`` first for
-    a graph in raw cycles).  ``optimal`` is False: when every L with the same
+    The graph's cycles are used as they are: for the problem ``solve`` sees,
+    pass ``tvm_twill.solvers.prepare(graph, machine).graph`` (normalized, with
+    streaming loads at zero latency).  The paper's loop has no end; this one
+    stops after ``max_ii`` (default ``default_max_ii``: one iteration runs
+    alone) with InfeasibleError.  ``optimal`` is False: when every L with the same
     ceil(L/ii) is unsat, the search moves on to ii+1 without proving that no
     longer L works at ii, so a smaller ii is not ruled out.  ``lower_bound.ii``
     is the first ii whose modulo ILP is feasible (every smaller one is proved
@@ -289,6 +333,7 @@ def paper_search(graph, machine, *, time_limit: float = 300.0):
     run out.
     """
     from ..model import Attempt, LowerBound, get_machine, make_schedule, rec_mii, res_mii, verify
+    from .search import default_max_ii
 
     machine = get_machine(machine)
     graph.validate_for(machine)
@@ -298,19 +343,20 @@ def paper_search(graph, machine, *, time_limit: float = 300.0):
     res, rec = res_mii(graph, machine), rec_mii(graph)
     cycles = {op.name: op.cycles for op in graph.ops}
     lower = None
-    ii = max(res, rec)
-    while True:
+    first_ii = max(res, rec)
+    last_ii = max(first_ii, max_ii or default_max_ii(graph, machine))
+    for ii in range(first_ii, last_ii + 1):
         t0 = _time.monotonic()
         try:
             M = modulo_schedule_ilp(graph, machine, ii, time_limit=deadline - t0)
         except SolverTimeoutError:
-            attempts.append(Attempt(ii, None, "timeout", round(_time.monotonic() - t0, 3), solver="ilp"))
+            attempts.append(Attempt(ii, None, "timeout", round(_time.monotonic() - t0, 3), solver=SOLVER))
             raise SolverTimeoutError(f"paper search for '{graph.name}' ran out of time "
                                      f"({time_limit:.0f} s) in the modulo ILP at ii={ii}", attempts)
         if M is None:
+            # The modulo ILP proved ii impossible (spill costs 0: a bound for any warps).
             attempts.append(Attempt(ii, None, "infeasible", round(_time.monotonic() - t0, 3),
-                                    reason="resources", solver="ilp"))
-            ii += 1
+                                    reason="dependence + resources", solver=SOLVER))
             continue
         lower = lower or LowerBound(ii=ii, resource=res, recurrence=rec)
         first = max(1, max(M[n] + cycles[n] for n in graph.names))
@@ -335,4 +381,6 @@ def paper_search(graph, machine, *, time_limit: float = 300.0):
                                      solve_seconds=round(_time.monotonic() - start, 3))
             verify(schedule, graph, machine)
             return schedule
-        ii += 1
+    raise InfeasibleError(f"paper search found no schedule for '{graph.name}' on '{machine.name}' with ii in "
+                          f"[{first_ii}, {last_ii}] (Algorithm 1 tries only the lengths L with "
+                          "ceil(L/ii) = ceil(Len(M)/ii), so this is no proof)", attempts=attempts)

@@ -44,7 +44,8 @@ class SolveOptions:
     """Options of ``solve`` (fields, not PassContext keys).
 
     ``time_limit``: seconds for the whole search.  ``normalize_bound``: U of
-    the normalization ZLP.  ``streaming_depth``: ring-buffer depth of a
+    the normalization ZLP; ``normalize_objective``: ``"relative"`` (least
+    relative ratio error, the default) or ``"paper"`` (the paper's F).  ``streaming_depth``: ring-buffer depth of a
     streaming load (its shared memory is charged that many times).
     ``cross_warp_sync``: a consumer that receives a value from another warp
     waits for it, like a blocking edge (the paper's elided constraint).
@@ -53,6 +54,7 @@ class SolveOptions:
 
     time_limit: float = 30.0
     normalize_bound: int = 300
+    normalize_objective: str = "relative"
     streaming_depth: int = 2
     cross_warp_sync: bool = False
     max_ii: int | None = None
@@ -83,8 +85,8 @@ def prepare(graph, machine=None, options: SolveOptions = SolveOptions()) -> Prep
     if graph.normalize:
         from .normalize import normalize_graph
         g, norm = normalize_graph(graph, m, U=options.normalize_bound,
-                                  time_limit=min(10.0, options.time_limit))
-        report = {"U": norm.U, "distortion": norm.distortion,
+                                  time_limit=min(10.0, options.time_limit), objective=options.normalize_objective)
+        report = {"U": norm.U, "objective": norm.objective, "distortion": norm.distortion,
                   "max_ratio_error": round(norm.max_ratio_error, 6),
                   "mapping": {str(k): v for k, v in sorted(norm.mapping.items())}}
     streaming = tuple(op.name for op in g.ops if op.variable_latency and not g.in_edges(op.name))
@@ -119,9 +121,17 @@ def solve(graph, machine=None, *, time_limit: float | None = None, options: Solv
     if time_limit is not None:
         opts = replace(opts, time_limit=time_limit)
     start = _time.perf_counter()
+    return solve_prepared(prepare(graph, machine, opts), opts, start=start)
+
+
+def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, start: float | None = None):
+    """``solve`` on a graph that ``prepare`` already normalized (so a caller that
+    also needs the prepared graph, like the CLI's report, prepares it once)."""
+    opts = options or SolveOptions()
+    start = _time.perf_counter() if start is None else start
     deadline = start + opts.time_limit
-    prep = prepare(graph, machine, opts)
     g, m = prep.graph, prep.machine
+    graph = g
     res, rec = res_mii(g, m), rec_mii(g)
     lb = max(res, rec)
     max_ii = max(lb, opts.max_ii or default_max_ii(g, m))

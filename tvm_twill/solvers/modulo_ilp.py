@@ -1,0 +1,163 @@
+"""Optimal modulo scheduling at a fixed ii as an integer LP (pulp + CBC).
+
+This is the "Optimal-Modulo-Schedule" step of Algorithm 1 in the Twill paper
+(section 4, after Stoutchinin and Eichenberger et al.): dependences and modulo
+resource capacity only.  Warps play no part, so every op may share a warp and
+the cross-warp spill cost is 0; registers, memory and blocking sync are the
+joint SMT's business (``paper_smt``).
+
+Encoding, for each op v (n ops, ``ii`` slots)::
+
+    x[v,r] in {0,1}, r in [0, ii)      sum_r x[v,r] = 1          (issue slot, one-hot)
+    k[v]   integer >= 0                                           (stage)
+    time[v] = ii*k[v] + sum_r r*x[v,r] <= max_time
+    time[dst] + distance*ii >= time[src] + delay                  (every edge)
+    sum_{v,j} rrt[v][j][f] * x[v,(r-j) mod ii] <= cap(f)          (every unit f, slot r)
+    L >= time[v] + cycles[v]                                      (schedule length)
+
+The resource rows are rule 2 of ``shared/spec/formats.md`` verbatim: row j of
+v's reservation table lands on slot (time[v] + j) mod ii, which is
+(r_v + j) mod ii because ii*k[v] vanishes mod ii.
+
+Objective, lexicographic and solved in two CBC runs so that no big-M weight
+can blur it: first minimize L; then, with L fixed at its optimum, minimize
+sum(time) (as-soon-as-possible among the shortest schedules).  Ties left after
+that are broken by CBC itself, which is deterministic here: its serial search
+with fixed options and its default seed.
+
+Default ``max_time`` (no optimal schedule is cut off).  Fix the slots r_v of an
+optimal schedule.  The stages that satisfy the dependences are then the
+solutions of the difference constraints
+``k[dst] - k[src] >= w_e = ceil((delay + r_src - r_dst) / ii) - distance``,
+and the least solution (longest paths from a virtual source, k >= 0) is
+pointwise smallest, so it is at least as good in L and in sum(time): an
+optimal schedule may be assumed to use it.  A feasible system has no positive
+cycle, so its longest paths are simple and
+``k[v] <= K = sum_e max(0, ceil((delay + ii - 1) / ii) - distance)``, hence
+``time[v] <= ii*K + ii - 1``.  That is the default bound.
+"""
+from __future__ import annotations
+
+import time as _time
+import warnings
+from math import ceil
+
+from ..errors import InputError, SolverTimeoutError, SolverUnavailableError
+
+#: CBC's outcomes as this module reports them.
+OPTIMAL, INFEASIBLE = "optimal", "infeasible"
+
+
+def load_pulp():
+    """The pulp module, or SolverUnavailableError with the fix."""
+    try:
+        import pulp
+    except ImportError:
+        raise SolverUnavailableError("solver 'ilp' needs pulp: pip install pulp") from None
+    return pulp
+
+
+def solve_cbc(prob, time_limit: float, what: str) -> str:
+    """Run CBC on ``prob`` with fixed options; return OPTIMAL or INFEASIBLE.
+
+    Raise SolverTimeoutError when CBC stops before it proved either (with or
+    without an incumbent: an unproven answer would make results depend on
+    machine speed)."""
+    pulp = load_pulp()
+    if time_limit <= 0:
+        raise SolverTimeoutError(f"{what}: no time left (time limit reached before CBC started)")
+    with warnings.catch_warnings():
+        # The CBC binary bundled with the pinned pulp is the solver we test against;
+        # pulp 3.3 warns that pulp 4 will ship it separately (pulp[cbc]).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        # CBC's default serial search with fixed options is reproducible, tie-breaks
+        # included.  No "-threads 1": with it the bundled binary stalled for 10 s in
+        # about 1 run in 1000 on a loaded machine (none in 5000 runs without).
+        cbc = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit)
+    status = prob.solve(cbc)
+    if status == pulp.LpStatusInfeasible:
+        return INFEASIBLE
+    if status == pulp.LpStatusOptimal and prob.sol_status == pulp.LpSolutionOptimal:
+        return OPTIMAL
+    raise SolverTimeoutError(f"{what}: CBC stopped after {time_limit:.1f} s without proving optimality "
+                             f"(status '{pulp.LpStatus[status]}'); raise the time limit")
+
+
+def default_max_time(graph, ii: int) -> int:
+    """``ii*K + ii - 1`` with K = sum_e max(0, ceil((delay + ii - 1)/ii) - distance): an
+    upper bound on the issue times of some optimal schedule (module docstring)."""
+    k = sum(max(0, ceil((e.delay + ii - 1) / ii) - e.distance) for e in graph.edges)
+    return ii * k + ii - 1
+
+
+def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
+                        max_time: int | None = None) -> dict[str, int] | None:
+    """Issue times of a modulo schedule at ``ii`` of minimum length, or None.
+
+    Parameters
+    ----------
+    graph, machine
+        The dependence graph (its cycles used as they are) and a Machine or a
+        built-in machine name.
+    ii
+        The initiation interval, an integer >= 1.
+    time_limit
+        Seconds for both CBC runs together.
+    max_time
+        Largest issue time allowed; default ``default_max_time(graph, ii)``,
+        which never cuts off an optimal schedule.  With a smaller bound, None
+        means "none with times <= max_time".
+
+    Returns
+    -------
+    ``{op: time}`` minimizing L = max(time + cycles), then sum(time); None
+    when no schedule satisfies the dependences and modulo resource capacity at
+    this ii (proved infeasible).  Raises SolverTimeoutError when CBC runs out
+    of time first, so None always means a proof.
+    """
+    from ..model import get_machine
+
+    if isinstance(ii, bool) or not isinstance(ii, int) or ii < 1:
+        raise InputError(f"ii must be an integer >= 1, got {ii!r}")
+    machine = get_machine(machine)
+    graph.validate_for(machine)
+    if max_time is None:
+        max_time = default_max_time(graph, ii)
+    elif isinstance(max_time, bool) or not isinstance(max_time, int) or max_time < 0:
+        raise InputError(f"max_time must be an integer >= 0, got {max_time!r}")
+    pulp = load_pulp()
+    deadline = _time.monotonic() + time_limit
+
+    prob = pulp.LpProblem("modulo_schedule", pulp.LpMinimize)
+    names = graph.names
+    x = {(i, r): prob.add_variable(f"x_{i}_{r}", cat="Binary") for i in range(len(names)) for r in range(ii)}
+    k = {i: prob.add_variable(f"k_{i}", lowBound=0, upBound=max_time // ii, cat="Integer")
+         for i in range(len(names))}
+    length = prob.add_variable("L", lowBound=0, cat="Integer")
+    time = {}
+    for i, n in enumerate(names):
+        prob += pulp.lpSum(x[i, r] for r in range(ii)) == 1, f"slot_{i}"
+        time[n] = ii * k[i] + pulp.lpSum(r * x[i, r] for r in range(ii))
+        prob += time[n] <= max_time, f"horizon_{i}"
+        prob += length >= time[n] + graph.op(n).cycles, f"length_{i}"
+    for j, e in enumerate(graph.edges):
+        prob += time[e.dst] + e.distance * ii >= time[e.src] + e.delay, f"dep_{j}"
+    for unit, cap in sorted(machine.units.items()):
+        for r in range(ii):
+            terms = [(n_inst, x[i, (r - j) % ii])
+                     for i, n in enumerate(names)
+                     for j, row in enumerate(graph.op(n).reservation())
+                     for u, n_inst in row if u == unit]
+            if terms:
+                prob += pulp.lpSum(c * var for c, var in terms) <= cap, f"res_{unit}_{r}"
+
+    what = f"modulo schedule of '{graph.name}' at ii={ii}"
+    prob.setObjective(length)
+    if solve_cbc(prob, deadline - _time.monotonic(), what) == INFEASIBLE:
+        return None
+    best = round(length.value())
+    prob += length <= best, "length_optimal"
+    prob.setObjective(pulp.lpSum(time.values()))
+    if solve_cbc(prob, deadline - _time.monotonic(), what + " (tie-break)") == INFEASIBLE:
+        raise AssertionError("fixing L at its optimum made the modulo ILP infeasible")
+    return {n: round(pulp.value(time[n])) for n in names}
