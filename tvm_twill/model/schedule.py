@@ -53,6 +53,9 @@ class Schedule:
     lower_bound: LowerBound | None = None
     solve_seconds: float = 0.0
     attempts: tuple = ()
+    #: Seconds until the optimal ii was proven (the rest of solve_seconds is tie-breaks).
+    #: In memory only: not part of the JSON format.
+    proof_seconds: float | None = field(default=None, compare=False)
     #: Optional extension (documented in docs/formats.md): cost normalization report.
     normalization: dict | None = field(default=None, compare=False)
     #: Optional extension: streaming loads given zero latency (section 5.3) and their ring depth.

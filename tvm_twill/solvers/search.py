@@ -7,7 +7,8 @@
    give streaming variable-latency ops zero latency (section 5.3).
 2. Start at ``LB = max(ResMII, RecMII)``; no smaller ii can work.
 3. For ii = LB, LB+1, ...: ask the joint z3 problem (``smt.JointProblem``)
-   whether any schedule exists.  Its time bound is proven loss-free, so
+   whether any schedule exists (first within Algorithm 1's length window,
+   critical path + ii, then, if the window was what failed, without it).  Its time bound is proven loss-free, so
    ``unsat`` proves ii impossible, and the unsat core names the constraint
    families that rule it out.  On ``sat``, shrink the length: first the
    model's first length down: galloping up from the critical path, then
@@ -133,6 +134,7 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, start
     g, m = prep.graph, prep.machine
     graph = g
     res, rec = res_mii(g, m), rec_mii(g)
+    window = critical_path(g)
     lb = max(res, rec)
     max_ii = max(lb, opts.max_ii or default_max_ii(g, m))
     attempts: list[Attempt] = []
@@ -144,7 +146,15 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, start
                 f"time limit {opts.time_limit:g}s reached at ii={ii} (every ii in [{lb}, {ii}) proven "
                 f"impossible): raise --time-limit", attempts)
         problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync)
-        r = problem.solve(timeout=left)
+        # Algorithm 1's window first (L <= critical path + ii): cheaper, and a short
+        # first length.  If the core shows the window did not matter, ii is refuted;
+        # otherwise decide ii without it (the time bound keeps that query complete).
+        r = problem.solve(max_length=window + ii, timeout=left)
+        if r.status == "sat":
+            attempts.append(Attempt(ii, window + ii, "sat", r.seconds, solver="smt"))
+        elif r.status == "unsat" and "length" in r.core:
+            attempts.append(Attempt(ii, window + ii, "unsat", r.seconds, reason=" + ".join(r.core), solver="smt"))
+            r = problem.solve(timeout=max(0.001, deadline - _time.perf_counter()))
         if r.status == "timeout":
             attempts.append(Attempt(ii, None, "timeout", r.seconds, solver="smt"))
             raise SolverTimeoutError(f"time limit {opts.time_limit:g}s reached while deciding ii={ii}: "
@@ -154,11 +164,12 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, start
             attempts.append(Attempt(ii, None, "unsat", r.seconds, reason=" + ".join(r.core) or None,
                                     solver="smt"))
             continue
+        proof_seconds = _time.perf_counter() - start
         times, warps = _shortest(problem, r, ii, g, attempts, deadline)
         sched = make_schedule(
             g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
             optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
-            solve_seconds=_time.perf_counter() - start, attempts=tuple(attempts),
+            solve_seconds=_time.perf_counter() - start, proof_seconds=proof_seconds, attempts=tuple(attempts),
             normalization=prep.normalization,
             streaming={"ops": list(prep.streaming), "depth": opts.streaming_depth} if prep.streaming else None)
         bad = check(sched, g, m, cross_warp_sync=opts.cross_warp_sync)
@@ -198,7 +209,6 @@ def _shortest(problem, first, ii, g, attempts, deadline):
         return max(times[op.name] + op.cycles for op in g.ops)
 
     best = first
-    attempts.append(Attempt(ii, length(first.times), "sat", first.seconds, solver="smt"))
 
     def query(**kw):
         left = deadline - _time.perf_counter()
