@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from common import git_commit  # noqa: E402
 try:
     import tvm_twill  # noqa: F401
 except ImportError:  # a source checkout without `pip install -e .`
@@ -49,15 +50,6 @@ def variants(arch: str, time_limit: float):
         sch, k0, k1 = tensorcore_gemm(N, hand=loop)
         out.append((f"hand_{loop}", sch, TVM_HAND_ANNOTATIONS[loop], tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles))
     return out
-
-
-def git_commit() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
-        return rev.stdout.strip() + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def export(args) -> int:

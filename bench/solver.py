@@ -30,12 +30,13 @@ import json
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from common import git_commit  # noqa: E402
 try:
     import tvm_twill  # noqa: F401
 except ImportError:  # a source checkout without `pip install -e .`
@@ -47,15 +48,6 @@ from tvm_twill.solvers import prepare, solve  # noqa: E402
 from tvm_twill.solvers.paper_smt import paper_search  # noqa: E402
 
 DEFAULT_GRAPHS = str(ROOT / "tvm_twill" / "data" / "graphs" / "*.json")
-
-
-def git_commit() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
-        return rev.stdout.strip() + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def host() -> dict:

@@ -41,8 +41,6 @@ def feasible(graph, machine, ii, *, cross_warp_sync=False):
     r, w = {}, {}
 
     def conflicts(k):
-        op = ops[k]
-        n = op.name
         # resources: unit usage per slot among placed ops
         for unit, cap in machine.units.items():
             use = [0] * ii

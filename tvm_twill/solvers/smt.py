@@ -41,7 +41,7 @@ from __future__ import annotations
 import time as _time
 from dataclasses import dataclass
 
-from ..errors import SolverTimeoutError, SolverUnavailableError
+from ..errors import SolverUnavailableError
 
 FAMILIES = ("dependence", "resources", "variable latency", "blocking sync", "registers", "memory")
 
