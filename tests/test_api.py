@@ -24,6 +24,7 @@ from tvm_twill.api import PipelinePlan, auto_pipeline  # noqa: E402
 from tvm_twill.errors import InputError, UnsupportedLoopError, UnsupportedTargetError  # noqa: E402
 from tvm_twill.frontend import compile_cuda, extract_loop  # noqa: E402
 from tvm_twill.transforms import ASYNC_STAGES, ORDER, STAGE, async_waits, legality_violations  # noqa: E402
+from tir_loops import dynamic_compute, with_control_flow  # noqa: E402
 
 CASES = [(arch, variant) for arch in ("sm_80", "sm_90a") for variant in ("simple", "nested")]
 _WAIT = re.compile(r"tvm_builtin_ptx_cp_async_wait_group_async_wait_group_(\d+)\(\);")
@@ -240,34 +241,6 @@ def on_chip_loop(S: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float3
                         SS[tx, i] = L[0] + T.float32(1)
 
 
-@T.prim_func(s_tir=True)
-def with_control_flow(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
-    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
-        for i in T.serial(0, 16):
-            with T.sblock("compute"):
-                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="shared")
-                with T.sblock():
-                    B[tx, 0] = A[tx, i] * T.float32(2)
-                if i < 8:
-                    with T.sblock():
-                        C[tx, i] = B[tx, 0] + T.float32(1)
-
-
-@T.prim_func(s_tir=True)
-def dynamic_loop(a: T.handle, c: T.handle):
-    k = T.int32()
-    A = T.match_buffer(a, (16, k), "float32")
-    C = T.match_buffer(c, (16, k), "float32")
-    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
-        for i in T.serial(0, k):
-            with T.sblock("compute"):
-                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="shared")
-                with T.sblock():
-                    B[tx, 0] = A[tx, i] * T.float32(2)
-                with T.sblock():
-                    C[tx, i] = B[tx, 0] + T.float32(1)
-
-
 def test_trip_count_below_stage_count_is_an_explained_noop():
     sch = tvm.s_tir.Schedule(short_loop)
     plan = auto_pipeline(sch, "i", "sm_80")
@@ -285,7 +258,7 @@ def test_single_stage_optimum_is_an_explained_noop():
 
 @pytest.mark.parametrize("func, message", [
     (with_control_flow, "statement 1 is control flow \\(IfThenElse\\)"),
-    (dynamic_loop, "loop 'i' has a dynamic extent"),
+    (dynamic_compute, "loop 'i' has a dynamic extent"),
 ])
 def test_unpipelinable_loops_raise(func, message):
     with pytest.raises(UnsupportedLoopError, match=message):

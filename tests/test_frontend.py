@@ -8,6 +8,7 @@ from tvm_twill.errors import InputError, UnsupportedLoopError, UnsupportedTarget
 from tvm_twill.frontend import DEFAULT_QUANTUM, extract_loop, parse_target  # noqa: E402
 from tvm_twill.model import get_machine, machine_from_dict  # noqa: E402
 from tvm_twill.transforms import Dependence  # noqa: E402
+from tir_loops import dynamic_compute, single_statement, with_control_flow  # noqa: E402
 
 
 def _edges(ex):
@@ -197,56 +198,6 @@ def test_copy_sfu_alu_statements():
     assert [op.unit for op in ex.graph.ops] == ["TMA", "SFU", "ALU"]
     assert ex.graph.ops[1].regs == 64      # E: 64 floats per thread, read by 'add'
     assert {(e.src, e.dst, e.distance) for e in ex.graph.edges} == {("load", "exp", 0), ("exp", "add", 0)}
-
-
-@T.prim_func(s_tir=True)
-def dynamic_compute(a_handle: T.handle, c_handle: T.handle):
-    k = T.int32()
-    A = T.match_buffer(a_handle, (16, k), "float32")
-    C = T.match_buffer(c_handle, (16, k), "float32")
-    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
-        for i in T.serial(0, k):
-            with T.sblock("compute"):
-                T.reads(A[tx, i])
-                T.writes(C[tx, i])
-                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="shared")
-                with T.sblock():
-                    T.reads(A[tx, i])
-                    T.writes(B[tx, 0])
-                    B[tx, 0] = A[tx, i] * T.float32(2)
-                with T.sblock():
-                    T.reads(B[tx, 0])
-                    T.writes(C[tx, i])
-                    C[tx, i] = B[tx, 0] + T.float32(1)
-
-
-@T.prim_func(s_tir=True)
-def single_statement(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
-    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
-        for i in T.serial(0, 16):
-            with T.sblock("compute"):
-                T.reads(A[tx, i])
-                T.writes(C[tx, i])
-                C[tx, i] = A[tx, i] + T.float32(1)
-
-
-@T.prim_func(s_tir=True)
-def with_control_flow(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
-    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
-        for i in T.serial(0, 16):
-            with T.sblock("compute"):
-                T.reads(A[tx, i])
-                T.writes(C[tx, i])
-                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="shared")
-                with T.sblock():
-                    T.reads(A[tx, i])
-                    T.writes(B[tx, 0])
-                    B[tx, 0] = A[tx, i] * T.float32(2)
-                if i % 2 == 0:
-                    with T.sblock():
-                        T.reads(B[tx, 0])
-                        T.writes(C[tx, i])
-                        C[tx, i] = B[tx, 0] + T.float32(1)
 
 
 def test_dynamic_extent_is_rejected():

@@ -3,11 +3,10 @@ import pytest
 
 tvm = pytest.importorskip("tvm")
 
-from tvm.script import tirx as T  # noqa: E402
-
 import tvm_twill  # noqa: E402
 from tvm_twill.metaschedule import TwillPipeline, replan_pipelines  # noqa: E402
 from tvm_twill.transforms.annotate import read_annotation  # noqa: E402
+from tir_loops import with_control_flow  # noqa: E402
 
 
 def test_replan_matches_auto_pipeline_on_tvms_nested_gemm(mma_gemm):
@@ -37,30 +36,12 @@ def test_postproc_in_a_tune_context_uses_the_tuning_target(mma_gemm):
     assert read_annotation(sch.get(k0)).stages != (0, 0, 3)  # TVM's fixed pattern was replaced
 
 
-@T.prim_func(s_tir=True)
-def branchy(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
-    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
-        for i in T.serial(0, 16, annotations={"software_pipeline_stage": [0, 1],
-                                              "software_pipeline_order": [0, 1]}):
-            with T.sblock("compute"):
-                T.reads(A[tx, i])
-                T.writes(C[tx, i])
-                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="shared")
-                with T.sblock():
-                    T.reads(A[tx, i])
-                    T.writes(B[tx, 0])
-                    B[tx, 0] = A[tx, i] * T.float32(2)
-                if i % 2 == 0:
-                    with T.sblock():
-                        T.reads(B[tx, 0])
-                        T.writes(C[tx, i])
-                        C[tx, i] = B[tx, 0] + T.float32(1)
-
-
 def test_a_loop_it_cannot_plan_keeps_its_annotation():
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": branchy}))
-    assert replan_pipelines(sch, "sm_90a") == []
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": with_control_flow}))
     (loop,) = [lp for lp in sch.get_loops(sch.get_sblock("compute")) if sch.get(lp).loop_var.name == "i"]
+    sch.annotate(loop, "software_pipeline_stage", [0, 1])
+    sch.annotate(loop, "software_pipeline_order", [0, 1])
+    assert replan_pipelines(sch, "sm_90a") == []
     ann = read_annotation(sch.get(loop))
     assert ann.stages == (0, 1) and ann.orders == (0, 1)
 

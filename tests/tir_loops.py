@@ -1,0 +1,57 @@
+"""Small s_tir loops shared by the front-end, API and MetaSchedule tests
+(shaped like those of TVM's InjectSoftwarePipeline tests)."""
+import pytest
+
+pytest.importorskip("tvm")
+
+from tvm.script import tirx as T  # noqa: E402
+
+
+@T.prim_func(s_tir=True)
+def dynamic_compute(a_handle: T.handle, c_handle: T.handle):
+    k = T.int32()
+    A = T.match_buffer(a_handle, (16, k), "float32")
+    C = T.match_buffer(c_handle, (16, k), "float32")
+    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
+        for i in T.serial(0, k):
+            with T.sblock("compute"):
+                T.reads(A[tx, i])
+                T.writes(C[tx, i])
+                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="shared")
+                with T.sblock():
+                    T.reads(A[tx, i])
+                    T.writes(B[tx, 0])
+                    B[tx, 0] = A[tx, i] * T.float32(2)
+                with T.sblock():
+                    T.reads(B[tx, 0])
+                    T.writes(C[tx, i])
+                    C[tx, i] = B[tx, 0] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def single_statement(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
+        for i in T.serial(0, 16):
+            with T.sblock("compute"):
+                T.reads(A[tx, i])
+                T.writes(C[tx, i])
+                C[tx, i] = A[tx, i] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def with_control_flow(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
+        for i in T.serial(0, 16):
+            with T.sblock("compute"):
+                T.reads(A[tx, i])
+                T.writes(C[tx, i])
+                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="shared")
+                with T.sblock():
+                    T.reads(A[tx, i])
+                    T.writes(B[tx, 0])
+                    B[tx, 0] = A[tx, i] * T.float32(2)
+                if i % 2 == 0:
+                    with T.sblock():
+                        T.reads(B[tx, 0])
+                        T.writes(C[tx, i])
+                        C[tx, i] = B[tx, 0] + T.float32(1)
