@@ -95,3 +95,51 @@ def min_ii(graph, machine, ii_max, **kw):
         if feasible(graph, machine, ii, **kw) is not None:
             return ii
     return None
+
+
+def feasible_with_pressure(graph, machine, ii):
+    """A valid schedule at ii or None, for graphs whose ops may hold registers/memory.
+
+    Exhaustive over slots, warps (first-fit) and stage offsets q_v in
+    [0, Q] with Q = T(ii) // ii, T(ii) = ii + (n-1) * max(dmax*ii, D + ii - 1)
+    the span within which any valid schedule can be compressed (see
+    tvm_twill.solvers.smt); the checker decides every complete candidate.
+    Meant for graphs of a few ops only.
+    """
+    ops = list(graph.ops)
+    n = len(ops)
+    dmax = max((e.distance for e in graph.edges), default=0)
+    dd = max((e.delay + _spill(graph.op(e.src), machine) for e in graph.edges), default=0)
+    qmax = (ii + (n - 1) * max(dmax * ii, dd + ii - 1)) // ii
+    W = machine.warp_groups
+    cyc = {o.name: o.cycles for o in ops}
+    t, w = {}, {}
+
+    def deps_ok(k):
+        placed = {o.name for o in ops[:k + 1]}
+        for e in graph.edges:
+            if e.src in placed and e.dst in placed:
+                s = _spill(graph.op(e.src), machine) if w[e.src] != w[e.dst] else 0
+                if t[e.dst] + e.distance * ii < t[e.src] + e.delay + s:
+                    return False
+        return True
+
+    def dfs(k, used):
+        if k == n:
+            if min(t.values()) >= ii:  # shift symmetry: some op starts in stage 0
+                return None
+            s = make_schedule(graph, machine.name, ii, dict(t), dict(w), cyc)
+            return s if not check(s, graph, machine) else None
+        name = ops[k].name
+        for warp in range(min(W, used + 1)):
+            for time in range((qmax + 1) * ii):
+                t[name], w[name] = time, warp
+                if deps_ok(k):
+                    found = dfs(k + 1, max(used, warp + 1))
+                    if found is not None:
+                        return found
+        t.pop(name, None)
+        w.pop(name, None)
+        return None
+
+    return dfs(0, 0)

@@ -137,3 +137,18 @@ def test_solve_is_deterministic_across_calls_and_time_limits():
     runs = [solve(g, time_limit=t) for t in (30, 30, 120)]
     placements = [{n: (p.time, p.warp, p.order) for n, p in s.ops.items()} for s in runs]
     assert placements[0] == placements[1] == placements[2]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(graphs(min_ops=2, max_ops=4, max_cycles=2, pressure=True))
+def test_ii_equals_brute_force_optimum_under_register_pressure(g):
+    m = machine(warp_groups=2, regs=200)  # two 128-register values cannot share a warp
+    pg = prepare(g, m).graph
+    try:
+        s = solve(g, m, time_limit=60)
+    except InfeasibleError:
+        assert all(bruteforce.feasible_with_pressure(pg, m, ii) is None for ii in range(1, 7))
+        return
+    for ii in range(1, s.ii):
+        assert bruteforce.feasible_with_pressure(pg, m, ii) is None, f"brute force: ii={ii} < {s.ii} works"
+    assert bruteforce.feasible_with_pressure(pg, m, s.ii) is not None
