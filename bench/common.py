@@ -15,3 +15,19 @@ def git_commit() -> str:
         return rev.stdout.strip() + ("-dirty" if dirty.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def median_cuda_ms(fn, torch, warmup: int, iters: int) -> float:
+    """Median of ``iters`` CUDA-event timings of ``fn()`` (ms), after ``warmup`` calls."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from common import git_commit  # noqa: E402
+from common import git_commit, median_cuda_ms  # noqa: E402
 try:
     import tvm_twill  # noqa: F401
 except ImportError:  # a source checkout without `pip install -e .`
@@ -156,18 +156,7 @@ def _time_tvm(f, dev, tensors, args) -> float:
 
 
 def _time_events(fn, args, torch) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(args.warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(args.iters):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+    return median_cuda_ms(fn, torch, args.warmup, args.iters)
 
 
 def main(argv=None) -> int:

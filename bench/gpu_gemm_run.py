@@ -49,21 +49,11 @@ def main(argv=None) -> int:
     ref = A.float() @ Bm.float()
     rows = slice(0, 64)  # numpy check on a row slice (a full 4096^3 product in numpy is minutes)
     ref_np = A[rows].float().cpu().numpy() @ Bm.float().cpu().numpy()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import median_cuda_ms
 
     def timeit(fn):
-        for _ in range(args.warmup):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.iters):
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        times.sort()
-        return times[len(times) // 2]
+        return median_cuda_ms(fn, torch, args.warmup, args.iters)
 
     flop = 2.0 * M * N * K
     results = []
