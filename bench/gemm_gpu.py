@@ -37,7 +37,7 @@ N = 4096
 def variants(arch: str, time_limit: float):
     """(name, schedule, annotations, model II in cycles) for the four kernels."""
     import tvm_twill
-    from tvm_twill.frontend import TVM_HAND_ANNOTATIONS, tensorcore_gemm
+    from tvm_twill.workloads import TVM_HAND_ANNOTATIONS, tensorcore_gemm
 
     out = []
     for loop in ("simple", "nested"):

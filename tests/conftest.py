@@ -17,7 +17,7 @@ def mma_gemm():
     applies TVM's hand annotation of that test."""
     pytest.importorskip("tvm")
 
-    from tvm_twill.frontend import tensorcore_gemm
+    from tvm_twill.workloads import tensorcore_gemm
 
     def make(hand: str | None = None):
         return tensorcore_gemm(4096, hand=hand)

@@ -23,7 +23,8 @@ from tvm_twill import evaluate_annotation  # noqa: E402
 from tvm_twill.api import PipelinePlan, auto_pipeline  # noqa: E402
 from tvm_twill.errors import InputError, UnsupportedLoopError, UnsupportedTargetError  # noqa: E402
 from tvm_twill.frontend import compile_cuda, extract_loop  # noqa: E402
-from tvm_twill.transforms import ASYNC_STAGES, ORDER, STAGE, async_waits, legality_violations  # noqa: E402
+from tvm_twill.model.pipeline import ASYNC_STAGES, ORDER, STAGE  # noqa: E402
+from tvm_twill.transforms import async_waits, legality_violations  # noqa: E402
 from tir_loops import dynamic_compute, with_control_flow  # noqa: E402
 
 CASES = [(arch, variant) for arch in ("sm_80", "sm_90a") for variant in ("simple", "nested")]
@@ -59,10 +60,10 @@ def built(mma_gemm):
 def test_auto_annotation_is_legal_and_applied(built, arch, variant):
     b = built(arch, variant)
     plan = b["plan"]
-    assert isinstance(plan, PipelinePlan) and plan.applied, plan.reason
+    assert isinstance(plan, PipelinePlan) and plan.applied, plan.outcome
     ex = plan.extraction
     assert len(plan.annotation.stages) == len(ex.stmts)
-    assert legality_violations(plan.annotation, ex.deps) == []
+    assert legality_violations(plan.annotation, ex.graph) == []
     ann = b["sch"].get(b["k0"]).annotations
     assert [int(s) for s in ann[STAGE]] == plan.annotations[STAGE]
     assert [int(o) for o in ann[ORDER]] == plan.annotations[ORDER]
@@ -100,7 +101,7 @@ def test_wait_counts_match_independent_computation(built, arch, variant):
     assert emitted == [w.in_flight for w in b["plan"].waits]
     # TVM's own hand annotation, checked the same way
     hand_ex = extract_loop(b["hand"], b["hk0"], arch)
-    expected = async_waits(hand_ex.annotation, hand_ex.deps, hand_ex.trip_count)
+    expected = async_waits(hand_ex.annotation, hand_ex.graph, hand_ex.trip_count)
     assert [int(n) for n in _WAIT.findall(_kernel(b["hand_src"]))] == [w.in_flight for w in expected]
 
 
@@ -132,7 +133,7 @@ def test_nested_plans_inner_loop_first(built):
         assert [p.loop for p in plan.inner] == ["k_0_1"]
     # A100: the inner loop's optimum is one stage in program order, so it is left alone and the
     # outer loop sees it as one statement; H100: it is pipelined and the outer loop sees 3 pieces.
-    assert not a100.inner[0].applied and "one stage" in a100.inner[0].reason
+    assert not a100.inner[0].applied and "one stage" in a100.inner[0].outcome
     assert a100.extraction.names == ["A_shared.dyn", "B_shared.dyn", "k_0_1"]
     assert h100.inner[0].applied
     assert h100.extraction.names[2:] == ["k_0_1.prologue", "k_0_1.body", "k_0_1.epilogue"]
@@ -162,7 +163,7 @@ def test_evaluate_annotation_fields(built):
 def test_target_object_and_top_level_name(mma_gemm):
     sch, k0, _ = mma_gemm()
     plan = tvm_twill.auto_pipeline(sch, k0, tvm.target.Target({"kind": "cuda", "arch": "sm_80"}), apply=False)
-    assert plan.arch == "sm_80" and not plan.applied and "apply=False" in plan.reason
+    assert plan.arch == "sm_80" and not plan.applied and "apply=False" in plan.outcome
     assert "software_pipeline_stage" not in sch.get(k0).annotations
 
 
@@ -245,7 +246,7 @@ def test_trip_count_below_stage_count_is_an_explained_noop():
     sch = tvm.s_tir.Schedule(short_loop)
     plan = auto_pipeline(sch, "i", "sm_80")
     assert not plan.applied and plan.annotation.num_stages > 2
-    assert re.search(r"has \d+ stages but loop 'i' runs only 2 iteration\(s\).*PR 17579", plan.reason)
+    assert re.search(r"has \d+ stages but loop 'i' runs only 2 iteration\(s\).*PR 17579", plan.outcome)
     assert "software_pipeline_stage" not in sch.get(sch.get_loops(sch.get_sblock("compute"))[0]).annotations
     assert "result: not applied" in plan.explain()
 
@@ -253,7 +254,7 @@ def test_trip_count_below_stage_count_is_an_explained_noop():
 def test_single_stage_optimum_is_an_explained_noop():
     plan = auto_pipeline(tvm.s_tir.Schedule(on_chip_loop), "i", "sm_90a")
     assert not plan.applied and plan.annotation.num_stages == 1
-    assert "one stage in program order" in plan.reason
+    assert "one stage in program order" in plan.outcome
 
 
 @pytest.mark.parametrize("func, message", [

@@ -7,7 +7,7 @@ from tvm.script import tirx as T  # noqa: E402
 from tvm_twill.errors import InputError, UnsupportedLoopError, UnsupportedTargetError  # noqa: E402
 from tvm_twill.frontend import DEFAULT_QUANTUM, extract_loop, parse_target  # noqa: E402
 from tvm_twill.model import get_machine, machine_from_dict  # noqa: E402
-from tvm_twill.transforms import Dependence  # noqa: E402
+from tvm_twill.transforms import statement_deps  # noqa: E402
 from tir_loops import dynamic_compute, single_statement, with_control_flow  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def test_simple_outer_loop_a100(gemm):
     # copy latency: 500 + 8192 / 10.21 B/clk = 1302 cycles = 82 units of 16
     assert _edges(ex) == {("A_shared.dyn", "k_0_1", 0): 82, ("B_shared.dyn", "k_0_1", 0): 82,
                           ("k_0_1", "k_0_1", 1): 32}
-    assert ex.deps == (Dependence(0, 2), Dependence(1, 2), Dependence(2, 2, 1))
+    assert statement_deps(ex.graph) == [(0, 2, 0), (1, 2, 0), (2, 2, 1)]
 
 
 def test_simple_outer_loop_h100_is_ldmatrix_bound(gemm):

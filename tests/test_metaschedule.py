@@ -5,7 +5,7 @@ tvm = pytest.importorskip("tvm")
 
 import tvm_twill  # noqa: E402
 from tvm_twill.metaschedule import TwillPipeline, replan_pipelines  # noqa: E402
-from tvm_twill.transforms.annotate import read_annotation  # noqa: E402
+from tvm_twill.frontend import read_annotation  # noqa: E402
 from tir_loops import with_control_flow  # noqa: E402
 
 

@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import tvm_twill
-    from tvm_twill.frontend import compile_cuda, tensorcore_gemm
+    from tvm_twill.frontend import compile_cuda
+    from tvm_twill.workloads import tensorcore_gemm
 
     # 1. The schedule, and the one line that replaces the three sch.annotate calls.
     sch, k0, k1 = tensorcore_gemm()  # TVM's tensor-core GEMM from its pipeline tests

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from .api import auto_pipeline
 from .errors import TwillError
-from .frontend.tir import annotated_pipeline_loops, meta_schedule_postproc_base, resolve_loop
-from .transforms.annotate import ANNOTATION_KEYS, apply_annotation, read_annotation
+from .frontend import annotated_pipeline_loops, read_annotation, resolve_loop
+from .frontend.ir import meta_schedule_postproc_base
+from .transforms import remove_annotation, restore_annotation
 
 _PyPostproc, _derived_object = meta_schedule_postproc_base()
 
@@ -40,20 +41,14 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0) -> 
     for nest in nests:
         saved = [(r.name, read_annotation(r.node)) for r in nest]
         for r in nest:
-            for key in ANNOTATION_KEYS:
-                if key in r.node.annotations:
-                    sch.unannotate(r.rv, key)
+            remove_annotation(sch, r.rv)
         try:
             loops = [r.name for r in nest]
             plans.append(auto_pipeline(sch, loops if len(loops) > 1 else loops[0], target, machine=machine,
                                        time_limit=time_limit))
         except TwillError:
-            for name, ann in saved:
-                rv = resolve_loop(sch, name).rv
-                for key in ANNOTATION_KEYS:  # a partly applied nest goes back to what it was
-                    if key in sch.get(rv).annotations:
-                        sch.unannotate(rv, key)
-                apply_annotation(sch, rv, ann)
+            for name, ann in saved:  # a partly applied nest goes back to what it was
+                restore_annotation(sch, resolve_loop(sch, name).rv, ann)
     return plans
 
 

@@ -1,13 +1,19 @@
-"""Schedule -> TIR: software-pipeline annotations for TVM's InjectSoftwarePipeline.
+"""Schedule -> TIR (TVM out): software-pipeline annotations for TVM's InjectSoftwarePipeline.
 
-Pure Python (no TVM import): the functions act on the ``tvm.s_tir.Schedule``
-object the caller passes in, so they are testable with a hand-written
-Schedule and no solver.
+* ``annotate``  stage/order/async stages from a ``Schedule``, TVM's legality rules, buffer
+                versions, the cp.async wait counts, writing the annotation on a schedule
+* ``evaluate``  the initiation interval a fixed annotation achieves under the model
+* ``refine``    order rewrites that cost no ii (program order, contiguous async copies)
+
+Pure Python over the model: the functions act on the ``tvm.s_tir.Schedule``
+the caller passes in, so they are testable with hand-written graphs.
 """
-from .annotate import (ANNOTATION_KEYS, ASYNC_COPY_CONFIG, ASYNC_STAGES, ORDER, STAGE, AsyncWait,
-                       Dependence, PipelineAnnotation, annotation_from_schedule, apply_annotation,
-                       async_waits, buffer_versions, legality_violations, read_annotation, select_async_stages)
+from .annotate import (AsyncWait, annotation_from_schedule, apply_annotation, async_waits, buffer_versions,
+                       legality_violations, remove_annotation, restore_annotation, select_async_stages,
+                       statement_deps)
+from .evaluate import annotation_ii
+from .refine import group_async_copies, prefer_program_order, refine
 
-__all__ = ["ANNOTATION_KEYS", "ASYNC_COPY_CONFIG", "ASYNC_STAGES", "ORDER", "STAGE", "AsyncWait", "Dependence",
-           "PipelineAnnotation", "annotation_from_schedule", "apply_annotation", "async_waits", "buffer_versions",
-           "legality_violations", "read_annotation", "select_async_stages"]
+__all__ = ["AsyncWait", "annotation_from_schedule", "annotation_ii", "apply_annotation", "async_waits",
+           "buffer_versions", "group_async_copies", "legality_violations", "prefer_program_order", "refine",
+           "remove_annotation", "restore_annotation", "select_async_stages", "statement_deps"]

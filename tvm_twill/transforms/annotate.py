@@ -33,68 +33,22 @@ can check the ``cp.async.wait_group N`` that TVM emits.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from ..errors import InputError
-
-#: Loop annotation keys read by InjectSoftwarePipeline (the one place they are spelled).
-STAGE = "software_pipeline_stage"
-ORDER = "software_pipeline_order"
-ASYNC_STAGES = "software_pipeline_async_stages"
-ANNOTATION_KEYS = (STAGE, ORDER, ASYNC_STAGES)
-#: PassContext key that turns async stages into cp.async (TVM 0.27 spelling).
-ASYNC_COPY_CONFIG = "tirx.use_async_copy"
+from ..model import Graph
+from ..model.pipeline import ANNOTATION_KEYS, PipelineAnnotation
 
 
-@dataclass(frozen=True)
-class Dependence:
-    """Statement ``dst`` reads what statement ``src`` wrote ``distance`` iterations earlier."""
+def statement_deps(graph: Graph) -> list[tuple[int, int, int]]:
+    """The graph's edges as ``(src, dst, distance)`` statement indices (``graph.ops[i]`` is statement i).
 
-    src: int
-    dst: int
-    distance: int = 0
+    The graph is the one dependence relation: the front-end extracts it, the
+    solver schedules it, and annotation legality is checked against it.
+    """
+    return [(graph.index(e.src), graph.index(e.dst), e.distance) for e in graph.edges]
 
-
-@dataclass(frozen=True)
-class PipelineAnnotation:
-    """The three annotations of one loop, one stage/order entry per statement."""
-
-    stages: tuple[int, ...]
-    orders: tuple[int, ...]
-    async_stages: tuple[int, ...] = ()
-
-    def __post_init__(self):
-        object.__setattr__(self, "stages", tuple(int(s) for s in self.stages))
-        object.__setattr__(self, "orders", tuple(int(o) for o in self.orders))
-        object.__setattr__(self, "async_stages", tuple(sorted({int(s) for s in self.async_stages})))
-        n = len(self.stages)
-        if len(self.orders) != n:
-            raise InputError(f"annotation has {n} stages but {len(self.orders)} orders: "
-                             "give one stage and one order per statement")
-        if any(s < 0 for s in self.stages):
-            raise InputError(f"stages must be >= 0, got {list(self.stages)}")
-        if sorted(self.orders) != list(range(n)):
-            raise InputError(f"orders {list(self.orders)} are not a permutation of 0..{n - 1}: "
-                             "InjectSoftwarePipeline needs a unique order per statement")
-
-    @property
-    def num_stages(self) -> int:
-        """max stage + 1: how many loop iterations are in flight."""
-        return 1 + max(self.stages, default=0)
-
-    def to_dict(self) -> dict[str, list[int]]:
-        """The annotations as ``sch.annotate`` takes them (async key only when non-empty)."""
-        d = {STAGE: list(self.stages), ORDER: list(self.orders)}
-        if self.async_stages:
-            d[ASYNC_STAGES] = list(self.async_stages)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "PipelineAnnotation":
-        return cls(tuple(d[STAGE]), tuple(d[ORDER]), tuple(d.get(ASYNC_STAGES, ())))
-
-
-def legality_violations(ann: PipelineAnnotation, deps: Iterable[Dependence]) -> list[str]:
+def legality_violations(ann: PipelineAnnotation, graph: Graph) -> list[str]:
     """Every way ``ann`` breaks a dependence, as one-line messages (empty: legal).
 
     Distance-0 dependences are TVM's own check.  A loop-carried dependence
@@ -104,22 +58,21 @@ def legality_violations(ann: PipelineAnnotation, deps: Iterable[Dependence]) -> 
     come first.
     """
     out = []
-    for dep in deps:
-        a, b = dep.src, dep.dst
-        sa, sb = ann.stages[a], ann.stages[b] + dep.distance
+    for a, b, dist in statement_deps(graph):
+        sa, sb = ann.stages[a], ann.stages[b] + dist
         if sa > sb or (sa == sb and ann.orders[a] >= ann.orders[b]):
-            if dep.distance == 0:
+            if dist == 0:
                 out.append(f"statement {b} (stage {ann.stages[b]}, order {ann.orders[b]}) reads what "
                            f"statement {a} (stage {ann.stages[a]}, order {ann.orders[a]}) writes: it needs "
                            "a later stage, or the same stage and a later order")
             else:
-                out.append(f"statement {b} reads what statement {a} wrote {dep.distance} iteration(s) "
+                out.append(f"statement {b} reads what statement {a} wrote {dist} iteration(s) "
                            f"earlier, but (stage {ann.stages[a]}, order {ann.orders[a]}) of {a} does not "
-                           f"run before (stage {ann.stages[b]}+{dep.distance}, order {ann.orders[b]}) of {b}")
+                           f"run before (stage {ann.stages[b]}+{dist}, order {ann.orders[b]}) of {b}")
     return out
 
 
-def select_async_stages(stages: Sequence[int], deps: Iterable[Dependence],
+def select_async_stages(stages: Sequence[int], graph: Graph,
                         async_capable: Sequence[bool]) -> tuple[int, ...]:
     """Stages that may be made asynchronous under TVM's rules: at most one.
 
@@ -133,16 +86,16 @@ def select_async_stages(stages: Sequence[int], deps: Iterable[Dependence],
     from at most one async stage.  The earliest producers are the ones whose
     latency the pipeline is built to hide.
     """
-    deps = [d for d in deps if d.distance == 0]
-    consumed = {d.src for d in deps if d.src != d.dst and stages[d.src] <= stages[d.dst]}
+    deps = [(a, b) for a, b, dist in statement_deps(graph) if dist == 0]
+    consumed = {a for a, b in deps if a != b and stages[a] <= stages[b]}
     cand = sorted(s for s in set(stages)
                   if all(async_capable[i] and i in consumed for i, st in enumerate(stages) if st == s))
     return tuple(cand[:1])
 
 
-def annotation_from_schedule(schedule, names: Sequence[str], deps: Iterable[Dependence],
+def annotation_from_schedule(schedule, graph: Graph,
                              async_capable: Sequence[bool], *, allow_async: bool = True) -> PipelineAnnotation:
-    """The annotation that realizes ``schedule`` for statements ``names`` (in statement order).
+    """The annotation that realizes ``schedule`` for the statements of ``graph`` (its ops, in statement order).
 
     * stage = the schedule's stage, shifted so the smallest is 0 (TVM's
       prologue length is the max stage, so an all-late schedule is shifted);
@@ -157,11 +110,12 @@ def annotation_from_schedule(schedule, names: Sequence[str], deps: Iterable[Depe
     Raises AssertionError if the result is not legal (a schedule that passed
     the model checker always yields a legal annotation).
     """
-    deps = list(deps)
+    names = graph.names
     ii = schedule.ii
     times = [schedule.ops[n].time for n in names]
     stages = [t // ii for t in times]
-    linked = {d.src for d in deps} | {d.dst for d in deps}
+    deps = statement_deps(graph)
+    linked = {a for a, _, _ in deps} | {b for _, b, _ in deps}
     if linked:
         lo = min(stages[i] for i in linked)
         hi = max(stages[i] for i in linked)
@@ -172,9 +126,9 @@ def annotation_from_schedule(schedule, names: Sequence[str], deps: Iterable[Depe
     orders = [0] * len(names)
     for pos, i in enumerate(ranked):
         orders[i] = pos
-    asyncs = select_async_stages(stages, deps, async_capable) if allow_async else ()
+    asyncs = select_async_stages(stages, graph, async_capable) if allow_async else ()
     ann = PipelineAnnotation(tuple(stages), tuple(orders), asyncs)
-    bad = legality_violations(ann, deps)
+    bad = legality_violations(ann, graph)
     if bad:  # the schedule obeys every dependence, so this is a bug here
         raise AssertionError("annotation derived from a checked schedule is illegal: " + "; ".join(bad))
     return ann
@@ -223,7 +177,7 @@ class AsyncWait:
     in_flight: int
 
 
-def async_waits(ann: PipelineAnnotation, deps: Iterable[Dependence], trip_count: int) -> tuple[AsyncWait, ...]:
+def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int) -> tuple[AsyncWait, ...]:
     """The waits the pipelined loop needs, in program order, by queue simulation.
 
     Independent of TVM's implementation: it executes the prologue, body and
@@ -250,14 +204,14 @@ def async_waits(ann: PipelineAnnotation, deps: Iterable[Dependence], trip_count:
     iterations may read copies that are still in flight.  ``auto_pipeline``
     keeps the copies of the async stage contiguous, which avoids the case.
     """
-    deps = [d for d in deps if d.distance == 0]
+    deps = [(a, b) for a, b, dist in statement_deps(graph) if dist == 0]
     n = len(ann.stages)
     S = ann.num_stages - 1
     asyncs = set(ann.async_stages)
     is_async = [ann.stages[i] in asyncs for i in range(n)]
     seq = sorted(range(n), key=lambda i: ann.orders[i])
-    producers = {b: sorted({d.src for d in deps if d.dst == b and is_async[d.src] and d.src != b
-                            and ann.stages[d.src] <= ann.stages[b]}) for b in range(n)}
+    producers = {b: sorted({a for a, d in deps if d == b and is_async[a] and a != b
+                            and ann.stages[a] <= ann.stages[b]}) for b in range(n)}
     groups: list[set] = []      # committed groups: sets of (statement, loop iteration)
     group_of: dict = {}         # (statement, loop iteration) -> index of its group
     done = 0                    # groups [0, done) are known complete
@@ -316,18 +270,21 @@ def async_waits(ann: PipelineAnnotation, deps: Iterable[Dependence], trip_count:
     return tuple(replace(w, in_flight=min(body_counts[w.stage])) if w.part == "body" else w for w in out)
 
 
-# -- reading and writing the annotations on a tvm.s_tir.Schedule -------------
-def read_annotation(loop_node) -> PipelineAnnotation | None:
-    """The pipeline annotation on a ``tirx.For`` node, or None when it has none."""
-    ann = loop_node.annotations
-    if STAGE not in ann and ORDER not in ann:
-        return None
-    if STAGE not in ann or ORDER not in ann:
-        missing = ORDER if STAGE in ann else STAGE
-        raise InputError(f"loop '{loop_node.loop_var.name}' has only one of the pipeline annotations: "
-                         f"add '{missing}' (InjectSoftwarePipeline needs both)")
-    asyncs = tuple(int(s) for s in ann[ASYNC_STAGES]) if ASYNC_STAGES in ann else ()
-    return PipelineAnnotation(tuple(int(s) for s in ann[STAGE]), tuple(int(o) for o in ann[ORDER]), asyncs)
+# -- writing the annotations on a tvm.s_tir.Schedule ---------------------------
+def remove_annotation(sch, loop_rv) -> None:
+    """Remove every software-pipeline annotation from the loop (no-op when it has none)."""
+    node = sch.get(loop_rv)
+    for key in ANNOTATION_KEYS:
+        if key in node.annotations:
+            sch.unannotate(loop_rv, key)
+
+
+def restore_annotation(sch, loop_rv, previous: PipelineAnnotation | None) -> None:
+    """Put back what the loop had: ``previous``, or no annotation at all."""
+    if previous is None:
+        remove_annotation(sch, loop_rv)
+    else:
+        apply_annotation(sch, loop_rv, previous)
 
 
 def apply_annotation(sch, loop_rv, ann: PipelineAnnotation) -> None:
@@ -339,9 +296,6 @@ def apply_annotation(sch, loop_rv, ann: PipelineAnnotation) -> None:
                                        "software_pipeline_order": [0, 1, 2],
                                        "software_pipeline_async_stages": [0]}):
     """
-    node = sch.get(loop_rv)
-    for key in ANNOTATION_KEYS:
-        if key in node.annotations:
-            sch.unannotate(loop_rv, key)
+    remove_annotation(sch, loop_rv)
     for key, value in ann.to_dict().items():
         sch.annotate(loop_rv, key, [int(v) for v in value])

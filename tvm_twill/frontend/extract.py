@@ -1,0 +1,189 @@
+"""Extraction: an s_tir loop -> the dependence graph the solvers schedule.
+
+What a graph op is
+------------------
+One op per statement that ``InjectSoftwarePipeline`` will see, in the same
+order: the direct children of the loop body (the body may be wrapped in an
+``SBlockRealize`` that carries allocations).  Two cases mirror what TVM does
+when it builds the pipeline:
+
+* a child ``SBlockRealize`` without predicate whose block body is a
+  ``SeqStmt`` is flattened into its statements;
+* a child loop that itself carries ``software_pipeline_stage`` (a nested
+  pipeline, pipelined first because TVM rewrites inner loops first) becomes
+  three statements, its prologue, body and epilogue, whose work is counted
+  from the inner annotation (``<loop>.prologue`` ...).
+
+
+Edges come from the statement-level read/write regions that TVM itself
+computes (``get_sblock_read_write_region`` of the statement wrapped in a
+block, as ``MakeSBlock`` does): a read of buffer X by a later statement of
+what an earlier one writes is a same-iteration RAW edge (distance 0); a read
+that is *exposed* (no earlier leaf of the same statement wrote X, e.g. an
+accumulator read-modify-write) of what the same or a later statement writes
+is a loop-carried RAW edge (distance 1).  Write-after-read and
+write-after-write hazards are left out on purpose: TVM gives every buffer
+allocated inside the pipeline ``use - def + 1`` versions, which removes them,
+and its legality check is RAW only.
+
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..errors import InputError, UnsupportedLoopError
+from ..model import Edge, Graph, Machine, Op
+from ..model.pipeline import PipelineAnnotation
+from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
+from .ir import CONTROL_FLOW, const_int, tirx
+from .loops import pipeline_children, read_annotation, resolve_loop
+from .target import machine_for, parse_target
+
+__all__ = ["Extraction", "extract_loop"]
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The graph of one loop and how it maps back to the loop's statements.
+
+    ``graph.ops[i]`` is statement ``stmts[i]`` and ``graph.edges`` are the
+    dependences between statements (what annotation legality is checked
+    against); ``op_index`` maps op name -> statement index; ``quantum`` is
+    the number of cycles per time unit of the graph.
+    """
+
+    graph: Graph
+    stmts: tuple[StmtInfo, ...]
+    op_index: dict
+    loop: str
+    func: str
+    trip_count: int
+    quantum: int
+    machine: Machine
+    arch: str
+    annotation: PipelineAnnotation | None = None
+    nested: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.stmts]
+
+    def describe(self) -> str:
+        """A table of the statements: kind, units, cycles, latency, footprints."""
+        q = self.quantum
+        lines = [f"loop '{self.loop}' in '{self.func}': trip count {self.trip_count}, {len(self.stmts)} "
+                 f"statements, machine {self.machine.name} ({self.arch}), 1 time unit = {q} cycles"]
+        for s in self.stmts:
+            op = self.graph.ops[s.index]
+            work = ", ".join(f"{u} {c:.0f}" for u, c in sorted(s.work.items()) if c > 0) or "none"
+            lines.append(f"  [{s.index}] {s.name:28s} {s.kind:9s} cycles {work} -> {op.cycles} units; "
+                         f"latency {s.latency:.0f}; smem {s.smem} B; regs {op.regs}"
+                         + ("; async-capable" if s.async_capable else ""))
+        for e in self.graph.edges:
+            lines.append(f"  edge {e.src} -> {e.dst}: delay {e.delay} units, distance {e.distance}")
+        return "\n".join(lines)
+
+
+# -- the public entry point --------------------------------------------------
+def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
+                 streaming_copies: bool = False) -> Extraction:
+    """The dependence graph of ``loop`` (a LoopRV or loop name) of ``sch`` on ``target``.
+
+    ``target``: a ``tvm.target.Target`` or an arch string ("sm_80", "sm_90a").
+    ``machine``: a Machine or built-in name (default: the model of the arch).
+    ``quantum``: cycles per time unit (default ``DEFAULT_QUANTUM``).
+    ``streaming_copies``: mark copies ``variable_latency`` (the warp-specialized
+    model, in which a producer warp hides their latency); off for TVM's s_tir
+    pipeline, where stages must hide it.
+
+    Raises UnsupportedLoopError for loops that cannot be pipelined: dynamic
+    extent, a body that is a single statement, control flow in the body, a
+    thread-bound or vectorized loop.
+    """
+    arch, _ = parse_target(target)
+    m = machine_for(arch, machine)
+    q = DEFAULT_QUANTUM if quantum is None else int(quantum)
+    if q < 1:
+        raise InputError(f"quantum must be an integer >= 1 (cycles per time unit), got {quantum!r}")
+    ref = resolve_loop(sch, loop)
+    node = ref.node
+    func = sch.mod[ref.func]
+    if node.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
+        kind = tirx.ForKind(int(node.kind)).name.lower()
+        raise UnsupportedLoopError(f"loop '{ref.name}' is a {kind} loop: only serial loops are software-pipelined")
+    trip = const_int(node.extent)
+    if trip is None:
+        raise UnsupportedLoopError(f"loop '{ref.name}' has a dynamic extent: its trip count must be static "
+                                   "to schedule it (split it by a constant tile first)")
+    children = pipeline_children(node, ref.name)
+    for i, c in enumerate(children):
+        if isinstance(c, CONTROL_FLOW):
+            raise UnsupportedLoopError(
+                f"loop '{ref.name}': statement {i} is control flow ({type(c).__name__}): tvm_twill pipelines "
+                "straight-line bodies; use a block predicate (T.where) or move the condition out of the loop")
+    an = StatementAnalyzer(func, ref, m)
+    stmts: list[StmtInfo] = []
+    nested = []
+    for c in children:
+        inner_ann = read_annotation(c) if isinstance(c, tirx.For) else None
+        if inner_ann is not None:
+            stmts += an.analyze_nested(len(stmts), c, inner_ann)
+            nested.append(c.loop_var.name)
+        else:
+            stmts.append(an.analyze(len(stmts), c))
+    if len(stmts) < 2:
+        raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
+    stmts = _dedupe_names(stmts)
+    graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
+    return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
+                      loop=ref.name, func=ref.func, trip_count=trip, quantum=q, machine=m,
+                      arch=arch, annotation=read_annotation(node), nested=tuple(nested))
+
+
+def _dedupe_names(stmts):
+    seen: dict = {}
+    out = []
+    for s in stmts:
+        n = s.name
+        if n in seen:
+            seen[n] += 1
+            n = f"{n}#{seen[s.name]}"
+        else:
+            seen[n] = 1
+        out.append(replace(s, name=n))
+    return out
+
+
+def _units(cycles: float, q: int) -> int:
+    return 0 if cycles <= 0 else max(1, math.ceil(cycles / q - 1e-9))
+
+
+def _build_graph(stmts, loop_name, m, q, streaming) -> Graph:
+    ops = []
+    for s in stmts:
+        units = {u: _units(c, q) for u, c in s.work.items() if c > 0}
+        cycles = max(units.values(), default=0)
+        # registers count only while another statement still needs them
+        regs = sum(r for b, r in s.reg_writes.items()
+                   if any(b in t.reads for t in stmts if t.index != s.index))
+        common = dict(regs=regs, smem=s.smem, spill_cost=0,
+                      variable_latency=bool(streaming and s.kind == "copy"))
+        if len(units) <= 1:
+            unit = next(iter(units), "ALU")
+            ops.append(Op(name=s.name, cycles=cycles, unit=unit, **common))
+        else:
+            rrt = tuple({u: 1 for u, n in units.items() if j < n} for j in range(cycles))
+            ops.append(Op(name=s.name, cycles=cycles, unit=max(units, key=units.get), rrt=rrt, **common))
+    edges = []
+    for i, a in enumerate(stmts):
+        delay = _units(a.latency, q)  # >= 1 for a statement with work: its consumer issues later
+        for j, b in enumerate(stmts):
+            if i < j and set(a.writes) & set(b.reads):
+                edges.append(Edge(a.name, b.name, delay=delay, distance=0))
+            elif i >= j and set(a.writes) & set(b.exposed):
+                edges.append(Edge(a.name, b.name, delay=delay, distance=1))
+    graph = Graph(name=f"{loop_name}", ops=tuple(ops), edges=tuple(edges), machine=m, normalize=False)
+    return graph
+
+

@@ -1,0 +1,104 @@
+"""TVM 0.27's IR, as the front-end walks it: the one place that names TVM's moving namespaces.
+
+TVM renames its namespaces between releases (``tvm.tir`` became ``tvm.tirx``
+and ``tvm.s_tir``, ``tvm.arith`` became ``tvm.sym``).  Every other front-end
+module imports ``tvm``, ``tirx`` and ``s_tir`` from here, so a rename is a
+change to this file alone.  The helpers are small, side-effect-free views of
+IR nodes: constants, dtypes, storage scopes, structured children.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+__all__ = ["CONTROL_FLOW", "children", "const_int", "dtype_bytes", "has_block", "is_register", "is_shared",
+           "is_true", "meta_schedule_postproc_base", "prim_functions", "s_tir", "scope_of", "thread_extents",
+           "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+
+#: Statements that make a loop body not straight-line.
+CONTROL_FLOW = (tirx.IfThenElse, tirx.While, tirx.Break, tirx.Continue, tirx.Return)
+
+
+def const_int(expr) -> int | None:
+    """The integer value of an expression, or None when it is not constant."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    try:
+        e = tvm.sym.Analyzer().simplify(expr)
+    except Exception:  # noqa: BLE001 - anything non-simplifiable is "not constant"
+        return None
+    return int(e.value) if isinstance(e, tirx.IntImm) else None
+
+
+def dtype_bytes(dtype) -> float:
+    d = tvm_ffi.dtype(str(dtype))
+    return d.bits * d.lanes / 8
+
+
+def scope_of(buf) -> str:
+    s = buf.scope()
+    return "global" if s in ("", "global") else s
+
+
+def is_shared(scope: str) -> bool:
+    return scope.startswith("shared") and scope != "shared.barrier"
+
+
+def is_register(scope: str) -> bool:
+    return scope not in ("global",) and not scope.startswith("shared")
+
+
+def is_true(expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr.value) == 1
+
+
+def children(stmt):
+    """Direct structured children of a statement (for walking)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        return list(stmt.seq)
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return [stmt.block]
+    if isinstance(stmt, s_tir.SBlock):
+        return [s for s in (stmt.init, stmt.body) if s is not None]
+    body = getattr(stmt, "body", None)
+    return [body] if isinstance(body, tirx.Stmt) else []
+
+
+def thread_extents(stmt, out: dict) -> None:
+    if isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.THREAD_BINDING:
+        tag = stmt.thread_binding.thread_tag
+        if tag.startswith("threadIdx"):
+            out[tag] = max(out.get(tag, 1), const_int(stmt.extent) or 1)
+    for c in children(stmt):
+        thread_extents(c, out)
+
+
+def has_block(stmt) -> bool:
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return True
+    return any(has_block(c) for c in children(stmt))
+
+
+def walk_stmts(stmt):
+    yield stmt
+    for c in children(stmt):
+        yield from walk_stmts(c)
+
+
+
+
+def prim_functions(sch):
+    """(name, PrimFunc) of every TIR function of a schedule's module."""
+    for gv, func in sch.mod.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            yield gv.name_hint, func
+
+
+def meta_schedule_postproc_base():
+    """(PyPostproc, derived_object) of TVM's MetaSchedule, for tvm_twill.metaschedule."""
+    from tvm.s_tir.meta_schedule.postproc import PyPostproc
+    from tvm.ir.utils import derived_object
+    return PyPostproc, derived_object

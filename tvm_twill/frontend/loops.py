@@ -1,0 +1,164 @@
+"""Finding loops in a schedule, and the statements InjectSoftwarePipeline will see in them.
+
+``resolve_loop`` turns a LoopRV or a loop name into a ``LoopRef`` (its For
+node, function and enclosing loops); ``pipeline_children`` lists the direct
+children of a loop body the way TVM's pass does (a predicate-free child
+``SBlockRealize`` whose body is a ``SeqStmt`` is flattened);
+``read_annotation`` reads the pipeline annotation already on a loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InputError, UnsupportedLoopError
+from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
+from .ir import children, is_true, prim_functions, s_tir, tirx
+
+__all__ = ["LoopRef", "annotated_pipeline_loops", "pipeline_children", "read_annotation", "resolve_loop",
+           "scratch_schedule"]
+
+
+@dataclass(frozen=True)
+class LoopRef:
+    """A loop of a schedule: its LoopRV, its For node, name, function and enclosing loops."""
+
+    rv: object
+    node: object
+    name: str
+    func: str
+    ancestors: tuple = ()
+
+
+def _find_loops(stmt, name, out):
+    if isinstance(stmt, tirx.For) and stmt.loop_var.name == name:
+        out.append(stmt)
+    for c in children(stmt):
+        _find_loops(c, name, out)
+
+
+def _loop_names(stmt, out):
+    if isinstance(stmt, tirx.For):
+        out.append(stmt.loop_var.name)
+    for c in children(stmt):
+        _loop_names(c, out)
+
+
+def _first_named_block(stmt):
+    if isinstance(stmt, s_tir.SBlock) and stmt.name_hint:
+        return stmt
+    for c in children(stmt):
+        b = _first_named_block(c)
+        if b is not None:
+            return b
+    return None
+
+
+def resolve_loop(sch, loop) -> LoopRef:
+    """A LoopRef for a LoopRV or a loop name of ``sch``."""
+    if isinstance(loop, str):
+        hits = []
+        for fname, func in prim_functions(sch):
+            found = []
+            _find_loops(func.body, loop, found)
+            hits += [(fname, f) for f in found]
+        if not hits:
+            names = []
+            for _, func in prim_functions(sch):
+                _loop_names(func.body, names)
+            raise UnsupportedLoopError(f"no loop named '{loop}' in the schedule: pass a LoopRV from "
+                                       f"sch.get_loops(...) or one of {sorted(set(names))}")
+        if len(hits) > 1:
+            raise UnsupportedLoopError(f"{len(hits)} loops are named '{loop}': pass the LoopRV from "
+                                       "sch.get_loops(...) instead of the name")
+        fname, node = hits[0]
+        blk = _first_named_block(node.body)
+        if blk is None:
+            raise UnsupportedLoopError(f"loop '{loop}' contains no named sblock to locate it by: pass its LoopRV")
+        rvs = sch.get_loops(sch.get_sblock(blk.name_hint, func_name=fname))
+        rv = next((r for r in rvs if sch.get(r).same_as(node)), None)
+        if rv is None:  # pragma: no cover - a named block inside the loop always has it as an ancestor
+            raise UnsupportedLoopError(f"cannot locate loop '{loop}': pass its LoopRV")
+    else:
+        rv = loop
+        try:
+            node = sch.get(rv)
+        except Exception as err:  # noqa: BLE001 - TVM raises its own error types
+            raise UnsupportedLoopError(f"{loop!r} is not a loop of this schedule: pass a LoopRV from "
+                                       f"sch.get_loops(...) or a loop name ({err.__class__.__name__})") from None
+        if not isinstance(node, tirx.For):
+            raise UnsupportedLoopError(f"expected a loop (LoopRV), got a {type(node).__name__}: "
+                                       "pass a LoopRV from sch.get_loops(...)")
+    ancestors = []
+    sref = sch.get_sref(rv).parent
+    while sref is not None:
+        if isinstance(sref.stmt, tirx.For):
+            ancestors.append(sref.stmt)
+        sref = sref.parent
+    fname = sch.func_working_on.name_hint if sch.func_working_on is not None else None
+    if fname is None:
+        fname = next((f for f, func in prim_functions(sch) if _contains(func.body, node)), "main")
+    return LoopRef(rv=rv, node=node, name=node.loop_var.name, func=fname, ancestors=tuple(reversed(ancestors)))
+
+
+def _contains(stmt, node) -> bool:
+    if stmt.same_as(node):
+        return True
+    return any(_contains(c, node) for c in children(stmt))
+
+
+def pipeline_children(loop_node, name: str) -> list:
+    """The statements InjectSoftwarePipeline will see in ``loop_node``'s body (one level)."""
+    body = loop_node.body
+    if isinstance(body, s_tir.SBlockRealize):
+        body = body.block.body
+    if not isinstance(body, tirx.SeqStmt):
+        raise UnsupportedLoopError(
+            f"loop '{name}' has a single statement in its body: there is nothing to overlap; split it "
+            "into producer and consumer statements first (cache_read + compute_at)")
+    children = []
+    for c in body.seq:
+        if isinstance(c, s_tir.SBlockRealize) and is_true(c.predicate) and isinstance(c.block.body, tirx.SeqStmt):
+            children.extend(c.block.body.seq)  # TVM flattens these (its nested-pipeline rule)
+        else:
+            children.append(c)
+    return children
+
+
+
+def scratch_schedule(sch):
+    """A new Schedule over the same (immutable) IR: annotating it leaves ``sch`` untouched.
+
+    (``Schedule.copy`` fails on TVM 0.27 schedules built by ``mma_schedule``.)
+    """
+    return s_tir.Schedule(sch.mod)
+
+
+def annotated_pipeline_loops(sch) -> list:
+    """LoopRefs of every loop of ``sch`` that carries a software-pipeline annotation,
+    outermost first (the loops MetaSchedule's tensor-core rule annotated)."""
+    found: list = []
+
+    def walk(stmt):
+        if isinstance(stmt, tirx.For) and read_annotation(stmt) is not None:
+            found.append(stmt.loop_var.name)
+        for c in children(stmt):
+            walk(c)
+
+    for _, func in prim_functions(sch):
+        walk(func.body)
+    return [resolve_loop(sch, name) for name in found]
+
+
+
+
+def read_annotation(loop_node) -> PipelineAnnotation | None:
+    """The pipeline annotation on a ``tirx.For`` node, or None when it has none."""
+    ann = loop_node.annotations
+    if STAGE not in ann and ORDER not in ann:
+        return None
+    if STAGE not in ann or ORDER not in ann:
+        missing = ORDER if STAGE in ann else STAGE
+        raise InputError(f"loop '{loop_node.loop_var.name}' has only one of the pipeline annotations: "
+                         f"add '{missing}' (InjectSoftwarePipeline needs both)")
+    asyncs = tuple(int(s) for s in ann[ASYNC_STAGES]) if ASYNC_STAGES in ann else ()
+    return PipelineAnnotation(tuple(int(s) for s in ann[STAGE]), tuple(int(o) for o in ann[ORDER]), asyncs)

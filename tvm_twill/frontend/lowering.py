@@ -1,0 +1,93 @@
+"""Lowering and compiling s_tir modules with TVM (for auto_pipeline's check, tests, tutorials, benchmarks)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import InputError, UnsupportedLoopError
+from .ir import const_int, dtype_bytes, s_tir, tirx, tvm, tvm_ffi
+from .target import parse_target
+
+__all__ = ["ASYNC_COPY_CONFIG", "KernelInfo", "compile_cuda", "inject_pipeline", "kernel_info",
+           "pipeline_prefix_passes"]
+
+#: PassContext key that turns async pipeline stages into cp.async (TVM 0.27 spelling).
+ASYNC_COPY_CONFIG = "tirx.use_async_copy"
+
+
+def pipeline_prefix_passes():
+    """TVM's default s_tir passes up to and including InjectSoftwarePipeline (0.27 order)."""
+    t = s_tir.transform
+    return [t.CanonicalizeLoop(), t.LowerCrossThreadReduction(), t.LowerInitBlock(),
+            t.PlanAndUpdateBufferAllocationLocation(), t.ConvertBlocksToOpaque(), t.LiftThreadBinding(),
+            t.ManifestSharedMemoryLocalStage(), t.CompactBufferAllocation(), t.LowerAutoCopy(),
+            t.UnifyThreadBinding(), t.LowerMatchBuffer(), t.StmtSimplify(), t.InjectPermutedLayout(),
+            t.AnnotateIrregularLoop(), t.InjectSoftwarePipeline()]
+
+
+def inject_pipeline(mod):
+    """Run the s_tir passes through InjectSoftwarePipeline; TVM's rejection becomes UnsupportedLoopError."""
+    try:
+        return tvm.transform.Sequential(pipeline_prefix_passes())(mod)
+    except Exception as err:  # noqa: BLE001 - TVM raises ValueError / InternalError
+        msg = str(err).strip().splitlines()
+        line = next((ln for ln in reversed(msg) if ln.strip()), type(err).__name__)
+        raise UnsupportedLoopError(f"InjectSoftwarePipeline rejects the annotated loop: {line.strip()}") from None
+
+
+def compile_cuda(mod_or_sch, target, *, async_copy: bool = True):
+    """Compile with ``tvm.compile`` for a CUDA target; returns (module, CUDA source).
+
+    ``async_copy`` sets the PassContext key that lowers async stages to cp.async.
+    """
+    _, tgt = parse_target(target)
+    mod = mod_or_sch.mod if hasattr(mod_or_sch, "mod") and not isinstance(mod_or_sch, tvm.IRModule) else mod_or_sch
+    with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: int(async_copy)}):
+        f = tvm.compile(mod, target=tgt)
+    return f, f.mod.imports[0].inspect_source()
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """Launch facts of a compiled s_tir kernel: name, grid, block, dynamic shared memory bytes."""
+
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dyn_smem: int
+
+
+def kernel_info(mod_or_sch, target, *, async_copy: bool = True) -> KernelInfo:
+    """Run TVM's default pipeline (as ``tvm.compile`` does) and read the device kernel's launch facts.
+
+    Used to check the model's shared-memory prediction against what TVM
+    allocates, and to launch exported kernels without TVM.
+    """
+    _, tgt = parse_target(target)
+    mod = mod_or_sch.mod if not isinstance(mod_or_sch, tvm.IRModule) else mod_or_sch
+    mod = tirx.transform.BindTarget(tgt.with_host(tvm.target.Target("llvm")))(mod)
+    pipeline, _, _ = tirx.get_default_tir_pipeline(tgt)
+    with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: int(async_copy)}):
+        mod = pipeline(mod)
+    kernels = [(gv.name_hint, f) for gv, f in mod.functions_items()
+               if isinstance(f, tirx.PrimFunc) and "tirx.kernel_launch_params" in (f.attrs or {})]
+    if len(kernels) != 1:
+        raise InputError(f"expected one device kernel, found {len(kernels)}: kernel_info reads single-kernel modules")
+    name, func = kernels[0]
+    ext = {}
+    smem = [0]
+
+    def on_attr(a):
+        if a.attr_key == "thread_extent":
+            ext[a.node.thread_tag] = const_int(a.value) or 1
+
+    def on_alloc(a):
+        if a.buffer.scope() == "shared.dyn":
+            smem[0] += int(math.prod(const_int(d) or 1 for d in a.buffer.shape) * dtype_bytes(a.buffer.dtype))
+
+    tvm_ffi.structural_walk(func.body, [(tirx.AttrStmt, on_attr), (tirx.AllocBuffer, on_alloc)])
+    grid = tuple(ext.get(f"blockIdx.{d}", 1) for d in "xyz")
+    block = tuple(ext.get(f"threadIdx.{d}", 1) for d in "xyz")
+    return KernelInfo(name=name, grid=grid, block=block, dyn_smem=smem[0])
+
+

@@ -1,0 +1,72 @@
+"""Refinements of a solved annotation that cost no initiation interval.
+
+The solver's statement order is one of many equally good ones; these
+rewrite it towards what TVM and nvcc handle best, keeping a candidate only
+when it is legal and ``annotation_ii`` shows it still reaches the optimal ii.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import InfeasibleError
+from ..model.pipeline import PipelineAnnotation
+from .annotate import legality_violations
+from .evaluate import annotation_ii
+
+__all__ = ["group_async_copies", "prefer_program_order", "refine"]
+
+
+def refine(ann: PipelineAnnotation, graph, machine, ii: int) -> PipelineAnnotation:
+    """``prefer_program_order`` then ``group_async_copies``: what ``auto_pipeline`` writes."""
+    return group_async_copies(prefer_program_order(ann, graph, machine, ii), graph, machine, ii)
+
+
+def _achieves(cand: PipelineAnnotation, graph, machine, ii: int) -> bool:
+    """Is ``cand`` legal for TVM and does it still reach ``ii`` under the model?"""
+    if legality_violations(cand, graph):
+        return False
+    try:
+        return annotation_ii(graph, machine, cand)[0] <= ii
+    except InfeasibleError:
+        return False
+
+
+def prefer_program_order(ann: PipelineAnnotation, graph, machine, ii: int) -> PipelineAnnotation:
+    """Keep the statements in their program order when that costs no II.
+
+    The solver's order is one of many equally good ones (it follows issue
+    slots); the program order is what TVM's own annotations use and what nvcc
+    handles best: on TVM's nested GEMM for sm_90a, the inner order
+    ldmatrix A, mma, ldmatrix B (same stages, same model II) makes nvcc keep
+    the warp fragments in a 2 KB local-memory stack frame, program order none.
+    """
+    cand = replace(ann, orders=tuple(range(len(ann.orders))))
+    if cand == ann or not _achieves(cand, graph, machine, ii):
+        return ann
+    return cand
+
+
+def group_async_copies(ann: PipelineAnnotation, graph, machine, ii: int) -> PipelineAnnotation:
+    """Put the statements of the async stage next to each other, in program order, when that costs nothing.
+
+    TVM commits one cp.async group per contiguous run of async statements;
+    keeping the copies contiguous gives one group per iteration (the simplest
+    wait counts, and it avoids TVM's wrong body count for interleaved copies,
+    see ``transforms.async_waits``).  The new order is kept only if it is
+    legal and still achieves ``ii`` (``annotation_ii``); otherwise the
+    schedule's order stays.
+    """
+    if not ann.async_stages:
+        return ann
+    st = ann.async_stages[0]
+    seq = sorted(range(len(ann.orders)), key=lambda i: ann.orders[i])
+    copies = sorted(i for i in seq if ann.stages[i] == st)  # in program order, as a person writes them
+    first = min(seq.index(c) for c in copies)
+    new_seq = seq[:first] + copies + [i for i in seq[first:] if i not in copies]
+    if new_seq == seq:
+        return ann
+    orders = [0] * len(seq)
+    for pos, i in enumerate(new_seq):
+        orders[i] = pos
+    cand = replace(ann, orders=tuple(orders))
+    return cand if _achieves(cand, graph, machine, ii) else ann
