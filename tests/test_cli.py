@@ -97,11 +97,11 @@ def test_unknown_machine_option_exits_2(tmp_path, capsys):
 def test_unknown_example_exits_2(capsys):
     code, _, err = run(["example", "fa_fig7"], capsys)
     assert code == 2
-    assert_one_line_error(err, r"unknown example 'fa_fig7': bundled examples are .*fa_fig1")
+    assert_one_line_error(err, r"unknown example 'fa_fig7': bundled examples are .*fa_fwd_fig1")
 
 
 def test_bad_time_limit_exits_2(capsys):
-    code, _, err = run(["example", "fa_fig1", "--time-limit", "0"], capsys)
+    code, _, err = run(["example", "fa_fwd_fig1", "--time-limit", "0"], capsys)
     assert code == 2
     assert_one_line_error(err, r"--time-limit must be > 0 seconds, got 0")
 
@@ -129,7 +129,7 @@ def test_time_limit_exits_3(capsys):
 
 
 def test_solve_prints_the_report(capsys):
-    code, out, err = run(["solve", str(example_path("fa_fig1"))], capsys)
+    code, out, err = run(["solve", str(example_path("fa_fwd_fig1"))], capsys)
     assert code == 0 and err == ""
     for expected in ("ii = 2", "length L = 4", "optimal: yes", "ResMII = 2: unit TC", "TC 2/1, SFU 1/1",
                      "attempts",
@@ -138,7 +138,7 @@ def test_solve_prints_the_report(capsys):
         assert expected in out
 
 
-@pytest.mark.parametrize("name", ["fa_fig1", "fa_fwd_hopper_raw"])
+@pytest.mark.parametrize("name", ["fa_fwd_fig1", "fa_fwd_hopper_raw"])
 def test_json_round_trips_and_checks(name, tmp_path, capsys):
     out_file = tmp_path / "s.json"
     graph_file = str(example_path(name))
@@ -155,7 +155,7 @@ def test_json_round_trips_and_checks(name, tmp_path, capsys):
 
 
 def test_check_reports_violations_with_exit_1(tmp_path, capsys):
-    graph_file = str(example_path("fa_fig1"))
+    graph_file = str(example_path("fa_fwd_fig1"))
     out_file = tmp_path / "s.json"
     assert run(["solve", graph_file, "--json", str(out_file)], capsys)[0] == 0
     doc = json.loads(out_file.read_text())
@@ -169,7 +169,7 @@ def test_check_reports_violations_with_exit_1(tmp_path, capsys):
 
 def test_check_rejects_a_schedule_of_another_graph(tmp_path, capsys):
     out_file = tmp_path / "s.json"
-    assert run(["solve", str(example_path("fa_fig1")), "--json", str(out_file)], capsys)[0] == 0
+    assert run(["solve", str(example_path("fa_fwd_fig1")), "--json", str(out_file)], capsys)[0] == 0
     code, _, err = run(["check", str(example_path("gemm_tma")), str(out_file)], capsys)
     assert code == 2
     assert_one_line_error(err, r"is a schedule of graph 'fa_fwd_fig1', but .* is graph 'gemm_tma'")

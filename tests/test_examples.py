@@ -14,7 +14,7 @@ from tvm_twill.data import example_names, load_example
 from tvm_twill.model import check, rec_mii, res_mii
 from tvm_twill.solvers import prepare, solve
 
-EXAMPLES = ["fa_bwd_hopper", "fa_bwd_raw", "fa_fig1", "fa_fwd_blackwell", "fa_fwd_blackwell_raw",
+EXAMPLES = ["fa_bwd_hopper", "fa_bwd_raw", "fa_fwd_fig1", "fa_fwd_blackwell", "fa_fwd_blackwell_raw",
             "fa_fwd_hopper", "fa_fwd_hopper_measured", "fa_fwd_hopper_raw", "gemm_tma"]
 
 #: Generous: every example solves in seconds; the limit only guards a slow CI.
@@ -71,7 +71,7 @@ def test_example_is_optimal_and_valid(name):
 
 def test_fig1_is_the_paper_schedule():
     """Figure 1(d): I = 2, L = 4, S in stage 0, P and O in stage 1."""
-    schedule, graph, machine = solved("fa_fig1")
+    schedule, graph, machine = solved("fa_fwd_fig1")
     assert (schedule.ii, schedule.length) == (2, 4)
     assert {n: p.stage for n, p in schedule.ops.items()} == {"S": 0, "P": 1, "O": 1}
     # The blocking wait of P and the spill on cross-warp edges leave one
@@ -81,7 +81,7 @@ def test_fig1_is_the_paper_schedule():
 
 def test_fig1_listing_is_figure_1e():
     """Prologue S; steady state S, P, O; epilogue P, O (Figure 1(e)-(f))."""
-    schedule, graph, machine = solved("fa_fig1")
+    schedule, graph, machine = solved("fa_fwd_fig1")
     rows = report.pipeline(schedule, graph, machine).splitlines()[2:]
     units = [row.split()[1:4] for row in rows]
     assert units == [["prologue", "S@0", "-"], ["prologue", "-", "-"],

@@ -24,7 +24,7 @@ def example_names() -> list[str]:
 
 
 def example_path(name: str) -> Path:
-    """The file of the bundled example ``name`` (``fa_fig1`` or ``fa_fig1.json``).
+    """The file of the bundled example ``name`` (``fa_fwd_fig1`` or ``fa_fwd_fig1.json``).
 
     Raises InputError naming the known examples when there is none by that name.
     """

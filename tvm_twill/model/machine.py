@@ -2,7 +2,7 @@
 
 A machine gives the capacity of each functional unit per SM, the warp roles
 a schedule may use, and the on-chip memories.  Built-ins are derived from
-``shared/spec/machine-facts.md`` (NVIDIA's CUDA C++ Programming Guide
+``docs/machines.md`` (NVIDIA's CUDA C++ Programming Guide
 throughput table and the architecture papers):
 
 * Units.  Tile-level ops occupy a whole SM's unit, so each unit has capacity

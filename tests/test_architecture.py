@@ -1,0 +1,128 @@
+"""The package's shape, checked: the layer table of docs/architecture.md is the imports.
+
+Reads every module of ``tvm_twill`` with ``ast`` (no import, no TVM needed),
+collects its imports of other parts of the package and of third-party
+packages (function-level lazy imports included), and compares them with the
+table between ``<!-- layers -->`` and ``<!-- /layers -->`` in
+docs/architecture.md: every import must be allowed there, and every allowed
+import must be used, so the document cannot drift from the code.
+"""
+import ast
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PKG = ROOT / "tvm_twill"
+THIRD_PARTY = {"tvm", "tvm_ffi", "z3", "pulp", "matplotlib", "numpy", "psutil"}
+MAX_LINES = 600
+
+
+def _part(rel: pathlib.Path) -> str:
+    """The part of the package a module belongs to: its top-level module or subpackage."""
+    parts = rel.with_suffix("").parts
+    return "__init__" if parts == ("__init__",) else parts[0]
+
+
+def _imports(path: pathlib.Path) -> tuple[set, set]:
+    rel = path.relative_to(PKG)
+    pkg = list(rel.parts[:-1])
+    inside, outside = set(), set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[:len(pkg) - (node.level - 1)]
+                full = base + (node.module.split(".") if node.module else [])
+                inside.add(full[0] if full else node.names[0].name)
+            elif node.module and node.module.split(".")[0] == "tvm_twill":
+                rest = node.module.split(".")[1:]
+                inside.add(rest[0] if rest else node.names[0].name)
+            elif node.module:
+                outside.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                top = a.name.split(".")
+                if top[0] == "tvm_twill" and len(top) > 1:
+                    inside.add(top[1])
+                else:
+                    outside.add(top[0])
+    return inside, outside & THIRD_PARTY
+
+
+def actual_layers() -> dict:
+    """part -> (parts it imports, third-party packages it imports)."""
+    out: dict = {}
+    for path in sorted(PKG.rglob("*.py")):
+        me = _part(path.relative_to(PKG))
+        inside, outside = _imports(path)
+        got = out.setdefault(me, (set(), set()))
+        got[0].update(p for p in inside if p != me)
+        got[1].update(outside)
+    return out
+
+
+def documented_layers() -> dict:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- layers -->(.*?)<!-- /layers -->", text, re.S)
+    assert block, "docs/architecture.md lost its <!-- layers --> table"
+    out = {}
+    for line in block.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+
+        def names(cell):
+            return {n.strip("` ") for n in cell.split(",") if n.strip("` ") and n.strip() != "-"}
+        out[cells[0].strip("`").removesuffix("/")] = (names(cells[1]), names(cells[2]))
+    return out
+
+
+def test_layer_table_matches_the_imports():
+    actual, documented = actual_layers(), documented_layers()
+    assert set(actual) == set(documented), "parts of the package and rows of the table differ"
+    for part, (inside, outside) in actual.items():
+        doc_inside, doc_outside = documented[part]
+        assert inside == doc_inside, f"{part}: imports {sorted(inside)}, the table says {sorted(doc_inside)}"
+        assert outside == doc_outside, f"{part}: uses {sorted(outside)}, the table says {sorted(doc_outside)}"
+
+
+def test_layers_are_acyclic():
+    deps = {p: inside for p, (inside, _) in actual_layers().items()}
+    state: dict = {}
+
+    def visit(p, path):
+        assert state.get(p) != "open", f"import cycle: {' -> '.join(path + [p])}"
+        if state.get(p) == "done":
+            return
+        state[p] = "open"
+        for q in deps.get(p, ()):
+            visit(q, path + [p])
+        state[p] = "done"
+
+    for p in deps:
+        visit(p, [])
+
+
+def test_only_frontend_ir_and_workloads_import_tvm():
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        _, outside = _imports(path)
+        if outside & {"tvm", "tvm_ffi"}:
+            assert rel in ("frontend/ir.py", "workloads.py"), f"{rel} imports TVM directly: go through frontend/ir.py"
+
+
+def test_no_module_over_the_size_limit():
+    long = {p.relative_to(PKG).as_posix(): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_reference_to_paths_outside_the_repository():
+    pattern = re.compile(r"(\.\./shared|shared/(spec|seeds|notes))")
+    tops = [ROOT / d for d in ("tvm_twill", "docs", "tests", "tutorials", "bench", "examples", "cmake", ".ci")]
+    files = [ROOT / "README.md", ROOT / "pyproject.toml"] + [
+        p for top in tops if top.exists() for p in top.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".md", ".toml", ".json", ".txt", "") and "__pycache__" not in p.parts]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in files
+            for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if pattern.search(line) and p.name != "test_architecture.py"]
+    assert not hits, f"references to files outside the repository: {hits}"
