@@ -14,7 +14,7 @@ from tvm_twill.data import example_names, load_example
 from tvm_twill.model import check, rec_mii, res_mii
 from tvm_twill.solvers import prepare, solve
 
-EXAMPLES = ["fa_bwd_hopper", "fa_bwd_raw", "fa_fwd_fig1", "fa_fwd_blackwell", "fa_fwd_blackwell_raw",
+EXAMPLES = ["fa_bwd_hopper", "fa_bwd_raw", "fa_fwd_blackwell", "fa_fwd_blackwell_raw", "fa_fwd_fig1",
             "fa_fwd_hopper", "fa_fwd_hopper_measured", "fa_fwd_hopper_raw", "gemm_tma"]
 
 #: Generous: every example solves in seconds; the limit only guards a slow CI.
