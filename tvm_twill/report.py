@@ -12,7 +12,7 @@ cycles; the first ``(C-1)*ii`` cycles are the prologue, the next ``ii`` the
 steady state (the loop body, which repeats), the rest the epilogue.  For
 Figure 1 (ii=2, L=4) it reads::
 
-    cycle  part      TC   SFU  issues
+    time  part      TC   SFU  issues
         0  prologue  S@0  -    S@0/w0
         1  prologue  -    -
         2  steady    S@1  P@0  S@1/w0 P@0/w1
@@ -21,6 +21,17 @@ Figure 1 (ii=2, L=4) it reads::
         5  epilogue  O@1  -    O@1/w1
 
 ``op@k`` is op from copy k (iteration k of the straight-line program).
+
+Units.  Times are in the graph's time unit.  A graph given in machine cycles
+that the solver normalized (``schedule.normalization``) is scheduled in
+*normalized units*: the report says "units" and gives the scale (machine
+cycles per unit) whenever the mapping has one; only a graph scheduled as
+given is reported in "cycles".
+
+Cost.  Nothing here loops per cycle: register peaks are evaluated at the
+points where pressure can rise (interval starts modulo ii), and a listing
+longer than ``FULL_LISTING_MAX`` is built from its events (issues, and the
+start and end of each unit's runs), whatever the magnitudes.
 """
 from __future__ import annotations
 
@@ -52,12 +63,32 @@ def _units(graph, machine) -> list[str]:
     return [u for u in machine.units if u in used]
 
 
+def time_unit(schedule) -> str:
+    """'cycles' for a graph scheduled as given; 'units' for normalized costs (see the module docstring)."""
+    return "units" if schedule.normalization else "cycles"
+
+
+def unit_scale(schedule) -> float | None:
+    """Machine cycles per normalized unit, when the normalization mapping has one scale (else None)."""
+    norm = schedule.normalization
+    if not norm:
+        return None
+    scales = {int(k) / v for k, v in norm["mapping"].items() if v}
+    return scales.pop() if len(scales) == 1 else None
+
+
 def header(schedule) -> str:
     """Graph, machine, ii, length, stages and the optimality claim."""
     verdict = "yes (every smaller ii was proven impossible)" if schedule.optimal else "not proven"
+    unit, scale = time_unit(schedule), unit_scale(schedule)
+    ii_text = f"ii = {schedule.ii}  (one iteration starts every {schedule.ii} {unit}"
+    if scale is not None:
+        ii_text += f" = {schedule.ii * scale:g} machine cycles"
+    elif schedule.normalization:
+        ii_text += "; normalized, see the mapping below"
     return "\n".join([
         f"graph {schedule.graph} on machine {schedule.machine}",
-        f"ii = {schedule.ii}  (one iteration starts every {schedule.ii} cycles)",
+        ii_text + ")",
         f"length L = {schedule.length}  (stages: {schedule.num_stages}, "
         f"overlapped copies: {_copies(schedule)})",
         f"optimal: {verdict}  solved in {schedule.solve_seconds:.2f}s",
@@ -71,7 +102,7 @@ def lower_bound(schedule, graph, machine) -> str:
     lines = [f"lower bound: ii >= {lb.ii if lb else max(res_mii(graph, machine), rec_mii(graph))}"]
     lines += [f"  {line}" for line in explain_lower_bound(graph, machine)]
     load = [f"{u} {sum(op.usage(u) for op in graph.ops)}/{machine.capacity(u)}" for u in _units(graph, machine)]
-    lines.append(f"  unit-cycles per iteration / capacity: {', '.join(load)}")
+    lines.append(f"  busy {time_unit(schedule)} per iteration / capacity: {', '.join(load)}")
     for a in schedule.attempts:
         if a.ii < schedule.ii and a.result == "unsat":
             lines.append(f"  ii = {a.ii} impossible: {a.reason or 'no schedule'}")
@@ -97,12 +128,11 @@ def preparation(schedule) -> str:
         pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(mapping.items()))
         lines.append(f"cost normalization ({norm.get('objective', 'relative')} objective, U = {norm['U']}, "
                      f"distortion F = {norm['distortion']}, "
-                     f"max ratio error {100 * norm['max_ratio_error']:.1f}%): raw cycles -> schedule cycles")
+                     f"max ratio error {100 * norm['max_ratio_error']:.1f}%): machine cycles -> units")
         lines.append(f"  {pairs}")
-        scales = {k / v for k, v in mapping.items() if v}
-        if len(scales) == 1:
-            (scale,) = scales
-            lines.append(f"  1 schedule cycle = {scale:g} machine cycles")
+        scale = unit_scale(schedule)
+        if scale is not None:
+            lines.append(f"  1 unit = {scale:g} machine cycles")
     stream = schedule.streaming
     if stream:
         lines.append(f"streaming loads (zero latency, ring of {stream['depth']} buffers, section 5.3): "
@@ -118,7 +148,7 @@ def ops(schedule, graph) -> str:
         unit = "+".join(sorted(op.units())) or "-"
         rows.append([name, p.time, p.stage, p.time % schedule.ii, p.order, p.warp, unit,
                      schedule.cycles.get(name, op.cycles)])
-    return table(["op", "time", "stage", "slot", "order", "warp", "unit", "cycles"], rows)
+    return table(["op", "time", "stage", "slot", "order", "warp", "unit", f"busy ({time_unit(schedule)})"], rows)
 
 
 def steady_state(schedule) -> str:
@@ -134,8 +164,9 @@ def register_peaks(schedule, graph) -> dict:
     live = live_intervals(graph, times, schedule.ii)
     peaks = {w: 0 for w in schedule.warps_used()}
     # live_instances counts every instance k (negative ones too), so the
-    # pressure is periodic in tau: slots 0..ii-1 cover the steady state.
-    for tau in range(schedule.ii):
+    # pressure is periodic in tau; it only rises where an interval starts,
+    # so the interval starts modulo ii are the only points to evaluate.
+    for tau in sorted({start % schedule.ii for start, _ in live.values()}):
         held = {}
         for name, (start, end) in live.items():
             w = schedule.ops[name].warp
@@ -161,23 +192,38 @@ def _copies(schedule) -> int:
     return max(1, ceil(schedule.length / schedule.ii))
 
 
+def _runs(op) -> list[tuple[int, int, str, int]]:
+    """(start, end, unit, count) runs of an op's reservation, without expanding it per cycle."""
+    if op.rrt is None:
+        return [(0, op.cycles, op.unit, 1)] if op.cycles > 0 else []
+    out = []
+    for j, row in enumerate(op.rrt):
+        for unit, n in (row.items() if hasattr(row, "items") else row):
+            if n:
+                out.append((j, j + 1, unit, n))
+    return out
+
+
 def pipeline(schedule, graph, machine) -> str:
     """Prologue, steady state and epilogue as a cycle-by-cycle listing (module docstring)."""
     ii, copies = schedule.ii, _copies(schedule)
     units = _units(graph, machine)
     span = (copies - 1) * ii + schedule.length
-    busy = {t: {u: [] for u in units} for t in range(span)}
     issues: dict[int, list[str]] = {}
+    runs = []  # (start, end, unit, tag, count): one per reservation run of each copy
     for name in schedule.in_order():
         for k in range(copies):
             start = schedule.ops[name].time + k * ii
             tag = f"{name}@{k}"
             issues.setdefault(start, []).append(f"{tag}/w{schedule.ops[name].warp}")
-            for j, row in enumerate(graph.op(name).reservation()):
-                for unit, n in row:
-                    busy[start + j][unit].extend([tag] * n)
+            runs += [(start + a, start + b, u, tag, n) for a, b, u, n in _runs(graph.op(name))]
     steady = ((copies - 1) * ii, copies * ii)
-    boundaries = {steady[0], steady[1], span - 1}
+    boundaries = {0, steady[0], steady[1], span - 1}
+    if span <= FULL_LISTING_MAX:
+        shown = range(span)
+    else:  # only where something issues or a unit can change state
+        events = set(issues) | boundaries | {t for a, b, *_ in runs for t in (a, b, b - 1)}
+        shown = sorted(t for t in events if 0 <= t < span)
 
     def part(t):
         return "prologue" if t < steady[0] else "steady" if t < steady[1] else "epilogue"
@@ -185,20 +231,29 @@ def pipeline(schedule, graph, machine) -> str:
     def window(lo, hi):
         return f"cycles [{lo}, {hi})" if hi > lo else "none"
 
+    def state(t):
+        busy = {u: [] for u in units}
+        for a, b, u, tag, n in runs:
+            if a <= t < b and u in busy:
+                busy[u].extend([tag] * n)
+        return tuple("+".join(busy[u]) or "-" for u in units)
+
     rows, last = [], None
-    for t in range(span):
-        state = tuple("+".join(busy[t][u]) or "-" for u in units)
+    for t in shown:
+        st = state(t)
         # Long listings keep only cycles where something issues or a unit changes.
-        if span <= FULL_LISTING_MAX or t in issues or state != last or t in boundaries:
-            rows.append([t, part(t), *state, " ".join(issues.get(t, []))])
-        last = state
+        if span <= FULL_LISTING_MAX or t in issues or st != last or t in boundaries:
+            rows.append([t, part(t), *st, " ".join(issues.get(t, []))])
+        last = st
     copies_text = "1 copy of the schedule" if copies == 1 else \
-        f"{copies} copies of the schedule, {ii} cycles apart"
+        f"{copies} copies of the schedule, {ii} {time_unit(schedule)} apart"
     intro = (f"pipeline: {copies_text}; prologue {window(0, steady[0])}, steady state "
              f"{window(*steady)} (the loop body, repeats every ii), epilogue {window(steady[1], span)}")
     if span > FULL_LISTING_MAX:
-        intro += "\n(cycles where nothing issues and no unit changes are left out)"
-    return intro + "\n" + table(["cycle", "part", *units, "issues"], rows)
+        intro += "\n(times where nothing issues and no unit changes are left out)"
+    if time_unit(schedule) == "units":
+        intro = intro.replace("cycles [", "units [")
+    return intro + "\n" + table(["time", "part", *units, "issues"], rows)
 
 
 def render(schedule, graph, machine) -> str:
