@@ -1,8 +1,10 @@
 """tvm_twill: provably optimal software pipelining and warp specialization for TVM.
 
-Layers (imports point one way): ``model`` (pure Python) <- ``solvers`` <-
-``frontend`` / ``transforms`` (TVM) <- ``api`` / ``cli``.  TVM-facing names are
-loaded lazily so the solver works without TVM installed.
+Layers (imports point one way; docs/architecture.md has the checked table):
+``model`` (pure Python) at the bottom; ``solvers`` (z3, CBC), ``frontend``
+(TVM in) and ``transforms`` (TVM out) each on the model; ``api``,
+``metaschedule`` and ``cli`` on top.  TVM-facing names are loaded lazily so
+the solver and the CLI work without TVM installed.
 """
 from .errors import (FormatError, GraphError, InfeasibleError, InputError, MachineError,
                      SolverTimeoutError, SolverUnavailableError, TwillError, UnsupportedLoopError,
@@ -12,7 +14,7 @@ from .model import Edge, Graph, Machine, Op, Schedule, check, get_machine
 __version__ = "0.1.0"
 
 _LAZY = {"solve": "tvm_twill.solvers", "auto_pipeline": "tvm_twill.api",
-         "evaluate_annotation": "tvm_twill.api"}
+         "evaluate_annotation": "tvm_twill.api", "AutoPipelineOptions": "tvm_twill.api"}
 
 
 def __getattr__(name):
@@ -22,7 +24,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'tvm_twill' has no attribute '{name}'")
 
 
-__all__ = ["Edge", "FormatError", "Graph", "GraphError", "InfeasibleError", "InputError", "Machine",
+__all__ = ["AutoPipelineOptions", "Edge", "FormatError", "Graph", "GraphError", "InfeasibleError", "InputError", "Machine",
            "MachineError", "Op", "Schedule", "SolverTimeoutError", "SolverUnavailableError", "TwillError",
            "UnsupportedLoopError", "UnsupportedTargetError", "auto_pipeline", "check",
            "evaluate_annotation", "get_machine", "solve"]
