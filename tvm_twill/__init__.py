@@ -7,6 +7,7 @@ Layers (imports point one way; docs/architecture.md has the checked table):
 the solver and the CLI work without TVM installed.
 """
 from .errors import (FormatError, GraphError, InfeasibleError, InputError, MachineError,
+                     NormalizationError, PlotUnavailableError,
                      SolverTimeoutError, SolverUnavailableError, TwillError, UnsupportedLoopError,
                      UnsupportedTargetError)
 from .model import Edge, Graph, Machine, Op, Schedule, check, get_machine
@@ -25,6 +26,6 @@ def __getattr__(name):
 
 
 __all__ = ["AutoPipelineOptions", "Edge", "FormatError", "Graph", "GraphError", "InfeasibleError", "InputError", "Machine",
-           "MachineError", "Op", "Schedule", "SolverTimeoutError", "SolverUnavailableError", "TwillError",
+           "MachineError", "NormalizationError", "Op", "PlotUnavailableError", "Schedule", "SolverTimeoutError", "SolverUnavailableError", "TwillError",
            "UnsupportedLoopError", "UnsupportedTargetError", "auto_pipeline", "check",
            "evaluate_annotation", "get_machine", "solve"]

@@ -74,3 +74,13 @@ class UnsupportedTargetError(TwillError, ValueError):
     """A target that has no machine model or no async copy."""
 
     exit_code = 2
+
+
+class PlotUnavailableError(TwillError, ImportError):
+    """Pictures were asked for but matplotlib is not installed."""
+
+    exit_code = 2
+
+
+class NormalizationError(InputError):
+    """Cost normalization distorts the cost ratios more than the caller allows (``--strict-normalization``)."""

@@ -77,6 +77,15 @@ def unit_scale(schedule) -> float | None:
     return scales.pop() if len(scales) == 1 else None
 
 
+def role_name(warp: int, machine=None) -> str:
+    """A warp role in hardware terms: "warp group 1 (warps 4-7)" when the machine's roles are warp
+    groups of several warps, "warp 3" when a role is one warp (or the machine is unknown)."""
+    g = getattr(machine, "warps_per_group", 1) or 1
+    if g == 1:
+        return f"warp {warp}"
+    return f"warp group {warp} (warps {warp * g}-{warp * g + g - 1})"
+
+
 def header(schedule) -> str:
     """Graph, machine, ii, length, stages and the optimality claim."""
     verdict = "yes (every smaller ii was proven impossible)" if schedule.optimal else "not proven"

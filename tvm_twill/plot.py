@@ -1,0 +1,296 @@
+"""Pictures of a schedule (matplotlib, headless; pure Python on the model).
+
+``plot_schedule(schedule, graph, machine, path)`` writes one figure with
+three panels:
+
+* **modulo reservation table** (top left): one row per functional unit (a
+  sub-row per instance when its capacity is above 1), the slots ``0 ..
+  ii-1`` of the steady state, and which op occupies each (bars colored by
+  the op's warp role, labelled ``op (stage s)``);
+* **dependence graph** (top right): ops in layers along the distance-0
+  edges (longest path from a source), colored by warp role; loop-carried
+  edges are dashed and labelled with their distance;
+* **pipelined timeline** (bottom, like Figure 1 of the Twill paper): a few
+  overlapped iterations, each op a bar on its warp role's row starting at
+  ``time + k*ii``, colored by iteration ``k``; the prologue, steady state
+  and epilogue are shaded.
+
+``graph`` must be the graph the solver scheduled
+(``tvm_twill.solvers.prepare(...).graph``).  Times are drawn in machine
+cycles when they are known (a graph scheduled as given, a normalization with
+one scale, or ``cycles_per_unit`` from the caller, e.g. the TIR front-end's
+quantum); otherwise in normalized "time units".
+
+Cost.  The number of drawing primitives depends only on the graph (ops,
+edges, reservation runs) and on at most ``MAX_ITERATIONS`` drawn
+iterations, never on the magnitudes of the times: a schedule in raw cycles
+(ii in the thousands) draws as fast as its normalized twin.
+
+matplotlib is imported lazily, only here, and without pyplot (no global
+backend is changed: the figure is rendered by the Agg canvas).  Without
+matplotlib, ``PlotUnavailableError`` says how to install it.
+"""
+from __future__ import annotations
+
+from math import ceil
+from pathlib import Path
+
+from .errors import InputError, PlotUnavailableError
+from .model import topological_order
+from .report import role_name, unit_scale
+
+__all__ = ["MAX_ITERATIONS", "plot_schedule", "time_axis"]
+
+#: At most this many overlapped iterations are drawn in the timeline.
+MAX_ITERATIONS = 8
+#: Role colors (warp roles) and iteration colors (timeline).
+_ROLE_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
+                "#9c755f", "#bab0ac"]
+_ITER_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+def _matplotlib():
+    try:
+        from matplotlib.figure import Figure
+        from matplotlib.patches import FancyArrowPatch, Rectangle
+    except ImportError:
+        raise PlotUnavailableError("plotting needs matplotlib, which is not installed: "
+                                   "pip install 'tvm-twill[plot]' (or pip install matplotlib)") from None
+    return Figure, Rectangle, FancyArrowPatch
+
+
+def time_axis(schedule, cycles_per_unit=None) -> tuple[float, str]:
+    """(factor, label): multiply model times by factor to draw them; label the axis with label."""
+    if cycles_per_unit:
+        return float(cycles_per_unit), f"time (machine cycles; 1 unit = {cycles_per_unit:g} cycles)"
+    if not schedule.normalization:
+        return 1.0, "time (cycles)"
+    scale = unit_scale(schedule)
+    if scale is not None:
+        return scale, f"time (machine cycles; 1 unit = {scale:g} cycles)"
+    return 1.0, "time (normalized time units; no single cycle scale)"
+
+
+def _role_color(w: int) -> str:
+    return _ROLE_COLORS[w % len(_ROLE_COLORS)]
+
+
+def _runs(op, cycles: int) -> list[tuple[int, int, str, int]]:
+    """(start, end, unit, instances) runs of an op's reservation, consecutive equal rows merged."""
+    if op.rrt is None:
+        return [(0, cycles, op.unit, 1)] if cycles > 0 else []
+    out, open_ = [], {}
+    for j, row in enumerate(list(op.rrt) + [()]):
+        now = dict(row)
+        for key in list(open_):
+            if now.get(key[0]) != key[1]:
+                out.append((open_.pop(key), j, key[0], key[1]))
+        for u, n in now.items():
+            if n and (u, n) not in open_:
+                open_[(u, n)] = j
+    return sorted(out)
+
+
+def _lanes(intervals: list[tuple[float, float]], minimum: int = 1) -> tuple[list[int], int]:
+    """First-fit lane of each half-open interval so that lanes never overlap; (lanes, lane count)."""
+    ends: list[float] = []
+    lane = [0] * len(intervals)
+    for i in sorted(range(len(intervals)), key=lambda i: intervals[i]):
+        a, b = intervals[i]
+        for j, e in enumerate(ends):
+            if e <= a:
+                lane[i], ends[j] = j, b
+                break
+        else:
+            lane[i] = len(ends)
+            ends.append(b)
+    return lane, max(minimum, len(ends))
+
+
+def _label(ax, x, y, w, span, texts, chars, **kw):
+    """Write the first of ``texts`` that fits in the bar (``chars``: characters across the whole axis)."""
+    for text in texts:
+        for size, per in ((7, 1.0), (5.5, 0.8)):
+            if w >= span * len(text) * per / chars:
+                ax.text(x + w / 2, y, text, ha="center", va="center", fontsize=size, clip_on=True, **kw)
+                return
+
+
+def _mrt(ax, schedule, graph, machine, factor, Rectangle):
+    ii = schedule.ii
+    used = set().union(*(graph.op(n).units() for n in graph.names))
+    units = [u for u in machine.units if u in used]
+    rows = {u: [] for u in units}  # unit -> [(a, b, op)] in [0, ii)
+    for name in schedule.in_order():
+        op, t = graph.op(name), schedule.ops[name].time
+        for a, b, u, n in _runs(op, schedule.cycles.get(name, op.cycles)):
+            if u not in rows:
+                continue
+            start, length = t + a, b - a
+            full, rest = divmod(length, ii)
+            pieces = [(0, ii)] * min(full, machine.units.get(u, 1) + 1)  # covers the whole row
+            s = start % ii
+            if rest:
+                pieces += [(s, min(ii, s + rest))] + ([(0, s + rest - ii)] if s + rest > ii else [])
+            rows[u] += [(p, q, name) for p, q in pieces for _ in range(n)]
+    y, yticks = 0.0, []
+    for u in reversed(units):
+        lane, count = _lanes([(a, b) for a, b, _ in rows[u]], machine.units.get(u, 1))
+        h = 1.0 / count
+        for (a, b, name), k in zip(rows[u], lane):
+            w = schedule.ops[name].warp
+            ax.add_patch(Rectangle((a * factor, y + k * h + 0.05 * h), (b - a) * factor, 0.9 * h,
+                                   facecolor=_role_color(w), edgecolor="black", linewidth=0.6))
+            _label(ax, a * factor, y + (k + 0.5) * h, (b - a) * factor, ii * factor,
+                   [f"{name} (s{schedule.ops[name].stage})", name], 110, color="white")
+        yticks.append((y + 0.5, f"{u} (x{machine.units.get(u, 1)})"))
+        y += 1.0
+    ax.set_xlim(0, ii * factor)
+    ax.set_ylim(0, max(1.0, y))
+    ax.set_yticks([p for p, _ in yticks], [t for _, t in yticks])
+    if ii <= 16 and factor == 1:
+        ax.set_xticks(range(ii + 1))
+    else:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    if ii <= 64:  # slot boundaries
+        ax.set_xticks([k * factor for k in range(ii + 1)], minor=True)
+        ax.grid(axis="x", which="both", linewidth=0.4, alpha=0.6)
+    ax.set_title(f"modulo reservation table (ii = {ii}; label: op (stage))", fontsize=9)
+
+
+def _layers(graph) -> dict:
+    """Layer of each op: longest path from a source along distance-0 edges."""
+    layer = {}
+    for n in topological_order(graph):
+        layer[n] = max([layer[e.src] + 1 for e in graph.in_edges(n) if e.distance == 0 and e.src in layer],
+                       default=0)
+    return layer
+
+
+def _graph(ax, schedule, graph, machine, FancyArrowPatch):
+    layer = _layers(graph)
+    by_layer: dict = {}
+    for n in graph.names:
+        by_layer.setdefault(layer[n], []).append(n)
+    pos: dict = {}
+    for d in sorted(by_layer):  # order each layer by the mean position of its predecessors
+        names = by_layer[d]
+        if d:
+            def key(n):
+                xs = [pos[e.src][0] for e in graph.in_edges(n) if e.src in pos]
+                return sum(xs) / len(xs) if xs else 0.0
+            names = sorted(names, key=key)
+        for i, n in enumerate(names):
+            pos[n] = (i - (len(names) - 1) / 2, -d)
+    width = max(len(v) for v in by_layer.values())
+    for e in graph.edges:
+        (x0, y0), (x1, y1) = pos[e.src], pos[e.dst]
+        color = "#c0392b" if e.blocking else "#555555"
+        if e.src == e.dst:  # a recurrence on one op: a note beside the node (offset in points)
+            ax.annotate(f"\u21ba d={e.distance}", (x0, y0), xytext=(4 * len(e.src) + 9, 0),
+                        textcoords="offset points", fontsize=7, color=color, va="center")
+            continue
+        if e.distance:
+            style = dict(connectionstyle="arc3,rad=0.4", linestyle="--")
+            a, b = (x0, y0), (x1, y1)
+        else:
+            style = dict(connectionstyle="arc3,rad=0.0", linestyle="-")
+            a, b = (x0, y0), (x1, y1)
+        ax.add_patch(FancyArrowPatch(a, b, arrowstyle="-|>", mutation_scale=9, color=color, linewidth=0.9,
+                                     shrinkA=11, shrinkB=11, **style))
+        if e.distance:
+            mx, my = (a[0] + b[0]) / 2 + 0.1, (a[1] + b[1]) / 2
+            ax.text(mx, my, f"d={e.distance}", fontsize=6, color=color, ha="center", va="center")
+    for n, (x, y) in pos.items():
+        w = schedule.ops[n].warp
+        ax.text(x, y, n, ha="center", va="center", fontsize=7, color="white", zorder=3,
+                bbox=dict(boxstyle="round,pad=0.3", facecolor=_role_color(w), edgecolor="black", linewidth=0.6))
+    depth = max(layer.values(), default=0)
+    ax.set_xlim(-max(width, 3) / 2 - 0.3, max(width, 3) / 2 + 1.9)  # room on the right: the legend
+    ax.set_ylim(-depth - 0.6, 0.6)
+    ax.set_axis_off()
+    roles = schedule.warps_used()
+    handles = [FancyArrowPatch((0, 0), (1, 0), color=_role_color(w)) for w in roles]
+    ax.legend(handles, [role_name(w, machine) for w in roles], fontsize=6, loc="upper right",
+              handlelength=1.2, frameon=False)
+    ax.set_title("dependence graph (color: warp role; dashed: loop-carried, red: blocking)", fontsize=9)
+
+
+def _timeline(ax, schedule, graph, machine, factor, label, Rectangle):
+    ii = schedule.ii
+    copies = max(1, ceil(schedule.length / ii))       # iterations in flight in the steady state
+    n_iter = min(MAX_ITERATIONS, copies + 2)         # a prologue, >= 1 steady-state body, an epilogue
+    roles = schedule.warps_used()
+    span = (n_iter - 1) * ii + schedule.length
+    bars = {w: [] for w in roles}                    # role -> [(start, end, op, k)]
+    for k in range(n_iter):
+        for name in schedule.in_order():
+            p = schedule.ops[name]
+            c = max(1, schedule.cycles.get(name, graph.op(name).cycles))  # zero-time ops: a sliver
+            bars[p.warp].append((p.time + k * ii, p.time + k * ii + c, name, k))
+    pro_end = (copies - 1) * ii
+    steady_end = n_iter * ii if n_iter >= copies else pro_end
+    for (a, b), color, text in (((0, pro_end), "#dddddd", "prologue"), ((pro_end, steady_end), "#cfe8cf", "steady state"),
+                                ((steady_end, span), "#f3dcdc", "epilogue")):
+        if b > a:
+            ax.axvspan(a * factor, b * factor, color=color, alpha=0.5, zorder=0)
+            ax.text((a + b) / 2 * factor, 0.995, text, transform=ax.get_xaxis_transform(), ha="center",
+                    va="top", fontsize=7, style="italic", zorder=4)
+    y, yticks = 0.0, []
+    ax.set_ylim(0, len(roles) + 0.18)  # headroom for the part names
+    for w in reversed(roles):
+        lane, count = _lanes([(a, b) for a, b, _, _ in bars[w]])
+        h = 1.0 / count
+        for (a, b, name, k), j in zip(bars[w], lane):
+            ax.add_patch(Rectangle((a * factor, y + j * h + 0.06 * h), (b - a) * factor, 0.88 * h,
+                                   facecolor=_ITER_COLORS[k % len(_ITER_COLORS)], edgecolor="black",
+                                   linewidth=0.5, zorder=2))
+            _label(ax, a * factor, y + (j + 0.5) * h, (b - a) * factor, span * factor, [f"{name}@{k}", name],
+                   180, color="white", zorder=3)
+        yticks.append((y + 0.5, role_name(w, machine)))
+        y += 1.0
+        ax.axhline(y, color="black", linewidth=0.4)
+    ax.set_xlim(0, span * factor)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_yticks([p for p, _ in yticks], [t for _, t in yticks], fontsize=7)
+    ax.set_xlabel(label)
+    more = "" if n_iter >= copies + 2 else f", first {n_iter} drawn"
+    ax.set_title(f"pipelined timeline: {n_iter} iterations, one every ii = {ii}{more} "
+                 "(bar: op@iteration, color: iteration)", fontsize=9)
+
+
+def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title: str | None = None) -> Path:
+    """Write the picture of ``schedule`` (module docstring) to ``path`` (.png, .svg, .pdf); return the path.
+
+    ``cycles_per_unit``: machine cycles per model time unit when the caller
+    knows it (``PipelinePlan.quantum``); otherwise taken from the schedule
+    (see ``time_axis``).  Raises PlotUnavailableError without matplotlib and
+    InputError when the file cannot be written.
+    """
+    Figure, Rectangle, FancyArrowPatch = _matplotlib()
+    missing = [n for n in graph.names if n not in schedule.ops]
+    if missing:
+        raise InputError(f"schedule of graph '{schedule.graph}' does not place op(s) {missing} of graph "
+                         f"'{graph.name}': plot the schedule with the graph it was solved on")
+    factor, label = time_axis(schedule, cycles_per_unit)
+    roles = schedule.warps_used()
+    n_ops = len(graph.names)
+    height = 4.2 + 0.45 * len(roles) + 0.12 * max(0, n_ops - 8)
+    fig = Figure(figsize=(13, height), dpi=110, layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=[1.15, 1.0], width_ratios=[1.25, 1.0])
+    _mrt(fig.add_subplot(grid[0, 0]), schedule, graph, machine, factor, Rectangle)
+    fig.axes[0].set_xlabel(label.replace("time", "slot (time mod ii)", 1), fontsize=8)
+    _graph(fig.add_subplot(grid[0, 1]), schedule, graph, machine, FancyArrowPatch)
+    _timeline(fig.add_subplot(grid[1, :]), schedule, graph, machine, factor, label, Rectangle)
+    verdict = "optimal" if schedule.optimal else "not proven optimal"
+    fig.suptitle(title or f"{schedule.graph} on {schedule.machine}: ii = {schedule.ii}, length = "
+                 f"{schedule.length}, {schedule.num_stages} stage(s), {len(roles)} warp role(s) ({verdict})",
+                 fontsize=11)
+    out = Path(path)
+    try:
+        fig.savefig(out)
+    except OSError as e:
+        raise InputError(f"cannot write the picture {out}: {e.strerror or e}") from None
+    except ValueError as e:  # an extension matplotlib has no writer for
+        raise InputError(f"cannot write the picture {out}: {e}; use .png, .svg or .pdf") from None
+    return out
