@@ -109,7 +109,8 @@ def lower_bound(schedule, graph, machine) -> str:
     the load of every unit, then why each smaller ii that was tried failed."""
     lb = schedule.lower_bound
     lines = [f"lower bound: ii >= {lb.ii if lb else max(res_mii(graph, machine), rec_mii(graph))}"]
-    lines += [f"  {line}" for line in explain_lower_bound(graph, machine)]
+    unit = time_unit(schedule)  # the bound is in the graph's time unit: not cycles once normalized
+    lines += [f"  {line}".replace(" cycles", f" {unit}") for line in explain_lower_bound(graph, machine)]
     load = [f"{u} {sum(op.usage(u) for op in graph.ops)}/{machine.capacity(u)}" for u in _units(graph, machine)]
     lines.append(f"  busy {time_unit(schedule)} per iteration / capacity: {', '.join(load)}")
     for a in schedule.attempts:
@@ -149,15 +150,43 @@ def preparation(schedule) -> str:
     return "\n".join(lines)
 
 
+#: Cost normalization that distorts some cost ratio by more than this fraction is warned about.
+RATIO_ERROR_WARN = 0.10
+
+
+def normalization_warning(schedule, threshold: float = RATIO_ERROR_WARN) -> str | None:
+    """One line when the normalization distorts cost ratios by more than ``threshold``, else None."""
+    norm = schedule.normalization
+    err = (norm or {}).get("max_ratio_error") or 0.0
+    if err <= threshold:
+        return None
+    return (f"cost normalization distorts the ratio of some op costs by {100 * err:.1f}% (more than "
+            f"{100 * threshold:.0f}%): the schedule is optimal for the normalized costs, not necessarily for "
+            "the machine cycles; solve with --no-normalize for exact costs")
+
+
 def ops(schedule, graph) -> str:
-    """One row per op, in emitted-body order."""
+    """One row per op, in emitted-body order (with machine-cycle columns when the units have a scale)."""
+    scale = unit_scale(schedule)
     rows = []
     for name in schedule.in_order():
         p, op = schedule.ops[name], graph.op(name)
         unit = "+".join(sorted(op.units())) or "-"
-        rows.append([name, p.time, p.stage, p.time % schedule.ii, p.order, p.warp, unit,
-                     schedule.cycles.get(name, op.cycles)])
-    return table(["op", "time", "stage", "slot", "order", "warp", "unit", f"busy ({time_unit(schedule)})"], rows)
+        busy = schedule.cycles.get(name, op.cycles)
+        row = [name, p.time, p.stage, p.time % schedule.ii, p.order, p.warp, unit, busy]
+        if scale is not None:
+            row[2:2] = [_num(p.time * scale)]
+            row.append(_num(busy * scale))
+        rows.append(row)
+    headers = ["op", "time", "stage", "slot", "order", "role", "unit", f"busy ({time_unit(schedule)})"]
+    if scale is not None:
+        headers[1:2] = ["time (units)", "time (cycles)"]
+        headers.append("busy (cycles)")
+    return table(headers, rows)
+
+
+def _num(x: float):
+    return int(x) if float(x).is_integer() else round(x, 2)
 
 
 def steady_state(schedule) -> str:
@@ -192,9 +221,9 @@ def warp_roles(schedule, graph, machine) -> str:
     for w in schedule.warps_used():
         names = [n for n in schedule.in_order() if schedule.ops[n].warp == w]
         vl = any(graph.op(n).variable_latency for n in names)
-        rows.append([f"warp {w}" + (" (variable latency)" if vl else ""),
+        rows.append([role_name(w, machine) + (" (variable latency)" if vl else ""),
                      f"{peaks[w]}/{machine.regs_per_thread_max}", ", ".join(names)])
-    return "warp roles\n" + table(["role", "regs", "ops"], rows)
+    return "warp roles (role k of the ops table)\n" + table(["role", "regs", "ops"], rows)
 
 
 def _copies(schedule) -> int:
@@ -262,6 +291,9 @@ def pipeline(schedule, graph, machine) -> str:
         intro += "\n(times where nothing issues and no unit changes are left out)"
     if time_unit(schedule) == "units":
         intro = intro.replace("cycles [", "units [")
+        scale = unit_scale(schedule)
+        intro += f" (1 unit = {scale:g} machine cycles)" if scale is not None else \
+            " (normalized units, no single machine-cycle scale)"
     return intro + "\n" + table(["time", "part", *units, "issues"], rows)
 
 
