@@ -13,12 +13,14 @@ it runs, in one process and one after the other:
   (normalized costs, streaming loads at zero latency), with a per-graph time
   limit; a timeout is reported as such, never as a result.
 
-Both schedules are verified by the independent checker.  It prints a table
-and writes ``bench/results/solver.json`` and ``bench/results/solver.md`` with
+Both schedules are verified by the independent checker.  It prints a table;
+only when asked (``--save``, or ``--out DIR``) it also writes
+``solver.json`` and ``solver.md`` (default folder ``bench/results/``) with
 the host (CPU, nproc, python, z3 and pulp versions), the git commit and the
-command line.
+command line, so a plain run leaves the source tree as it was.
 
-    python bench/solver.py
+    python bench/solver.py                      # print the table only
+    python bench/solver.py --save               # and record it in bench/results/
     python bench/solver.py --graphs 'tvm_twill/data/graphs/fa_*.json' --paper-time-limit 60
     python bench/solver.py --skip-paper
 """
@@ -158,7 +160,11 @@ def main(argv=None) -> int:
     ap.add_argument("--paper-time-limit", type=float, default=120.0,
                     help="seconds for the paper-faithful search per graph")
     ap.add_argument("--skip-paper", action="store_true", help="run the default solver only")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"), help="folder for solver.json / solver.md")
+    ap.add_argument("--save", action="store_true",
+                    help="write solver.json / solver.md (to --out, default bench/results/); without it nothing "
+                         "is written")
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="folder for solver.json / solver.md (implies --save; default bench/results/)")
     args = ap.parse_args(argv)
     paths = sorted(glob.glob(args.graphs))
     if not paths:
@@ -173,7 +179,10 @@ def main(argv=None) -> int:
     doc = {"command": shlex.join([Path(sys.executable).name, *sys.argv]), "commit": git_commit(), "host": host(),
            "time_limit": args.time_limit, "paper_time_limit": None if args.skip_paper else args.paper_time_limit,
            "rows": rows}
-    out = Path(args.out)
+    if not (args.save or args.out):
+        print("not saved (pass --save to record this table in bench/results/)")
+        return 0
+    out = Path(args.out or ROOT / "bench" / "results")
     out.mkdir(parents=True, exist_ok=True)
     (out / "solver.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "solver.md").write_text(markdown(doc))

@@ -100,8 +100,9 @@ def test_many_stages_cap_the_drawn_iterations(tmp_path):
     ops = [Op(f"op{i}", cycles=1, unit="ALU") for i in range(n)]
     edges = [Edge(f"op{i}", f"op{i + 1}", delay=1) for i in range(n - 1)]
     graph = Graph("chain", ops, edges, machine="h100", normalize=False)
-    sched = Schedule(graph="chain", machine="h100", ii=n, length=n * n,
-                     ops={f"op{i}": Placement(time=i * n, stage=i, order=i, warp=0) for i in range(n)},
+    sched = Schedule(graph="chain", machine="h100", ii=n, length=(n - 1) * (n + 1) + 1,
+                     ops={f"op{i}": Placement(time=i * (n + 1), stage=i * (n + 1) // n, order=i, warp=0)
+                          for i in range(n)},
                      cycles={f"op{i}": 1 for i in range(n)})
     out = plot.plot_schedule(sched, graph, get_machine("h100"), tmp_path / "chain.png")
     assert_picture(out, min_colors=4)

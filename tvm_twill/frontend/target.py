@@ -3,25 +3,40 @@ from __future__ import annotations
 
 import re
 
-from ..errors import UnsupportedTargetError
+from ..errors import MachineError, UnsupportedTargetError
 from ..model import Machine, get_machine, machine_for_arch
 from .ir import tvm
 
 __all__ = ["machine_for", "parse_target"]
 
 
+def _check_arch(arch: str, target) -> None:
+    """Refuse, before any expensive work, an arch string that is malformed, older than sm_80 or unmodelled."""
+    m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
+    if not m:
+        raise UnsupportedTargetError(
+            f"target '{target}' is not a CUDA arch string: pass 'sm_80', 'sm_86', 'sm_90a', 'sm_100a', "
+            "'sm_120' ... or tvm.target.Target({'kind': 'cuda', 'arch': 'sm_90a'})")
+    if int(m.group(1)) < 80:
+        raise UnsupportedTargetError(f"target arch '{arch}' predates sm_80: software pipelining with "
+                                     "cp.async and the machine models need sm_80 or newer")
+    try:
+        machine_for_arch(arch)
+    except MachineError as e:
+        raise UnsupportedTargetError(str(e)) from None
+
+
 def parse_target(target) -> tuple[str, object]:
     """(arch, tvm Target) for a ``tvm.target.Target`` or an arch string such as ``"sm_90a"``.
 
     Raises UnsupportedTargetError for non-CUDA targets, targets without an
-    arch, and archs before sm_80 (no cp.async, no machine model).
+    arch, archs before sm_80 (no cp.async), malformed arch strings
+    ("sm_80x") and archs without a machine model ("sm_999"); an arch string
+    is checked before TVM builds a Target from it.
     """
     if isinstance(target, str):
         arch = target.strip()
-        if not re.fullmatch(r"sm_\d+[a-z]?", arch):
-            raise UnsupportedTargetError(
-                f"target '{target}' is not a CUDA arch string: pass 'sm_80', 'sm_90a' ... or "
-                "tvm.target.Target({'kind': 'cuda', 'arch': 'sm_90a'})")
+        _check_arch(arch, target)
         tgt = tvm.target.Target({"kind": "cuda", "arch": arch})
     elif isinstance(target, tvm.target.Target):
         tgt = target
@@ -33,13 +48,10 @@ def parse_target(target) -> tuple[str, object]:
         if not arch:
             raise UnsupportedTargetError("CUDA target has no 'arch': give one, e.g. "
                                          "tvm.target.Target({'kind': 'cuda', 'arch': 'sm_90a'})")
+        _check_arch(arch, arch)
     else:
         raise UnsupportedTargetError(f"target must be a tvm.target.Target or an arch string like 'sm_90a', "
                                      f"got {type(target).__name__}")
-    cc = int(re.sub(r"\D", "", arch) or 0)
-    if cc < 80:
-        raise UnsupportedTargetError(f"target arch '{arch}' predates sm_80: software pipelining with "
-                                     "cp.async and the machine models need sm_80 or newer")
     return arch, tgt
 
 
@@ -48,6 +60,6 @@ def machine_for(arch: str, machine=None) -> Machine:
     m = machine_for_arch(arch) if machine is None else get_machine(machine)
     if m.costs is None:
         raise UnsupportedTargetError(f"machine '{m.name}' has no cost model (tile shapes cannot be turned "
-                                     "into cycles): use a built-in machine (a100, h100, b200)")
+                                     "into cycles): use a built-in machine (tvm-twill machines lists them)")
     return m
 
