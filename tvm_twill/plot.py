@@ -191,16 +191,17 @@ def _graph(ax, schedule, graph, machine, FancyArrowPatch):
                         textcoords="offset points", fontsize=7, color=color, va="center")
             continue
         if e.distance:
-            style = dict(connectionstyle="arc3,rad=0.4", linestyle="--")
+            style = dict(connectionstyle="arc3,rad=-0.6", linestyle="--")
             a, b = (x0, y0), (x1, y1)
+            color = "#7b3fa0"  # loop-carried: its own color, so it stands apart from a forward edge
         else:
             style = dict(connectionstyle="arc3,rad=0.0", linestyle="-")
             a, b = (x0, y0), (x1, y1)
         ax.add_patch(FancyArrowPatch(a, b, arrowstyle="-|>", mutation_scale=9, color=color, linewidth=0.9,
                                      shrinkA=11, shrinkB=11, **style))
         if e.distance:
-            mx, my = (a[0] + b[0]) / 2 + 0.1, (a[1] + b[1]) / 2
-            ax.text(mx, my, f"d={e.distance}", fontsize=6, color=color, ha="center", va="center")
+            ax.annotate(f"d={e.distance}", ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2), xytext=(14, 0),
+                        textcoords="offset points", fontsize=6, color=color, ha="left", va="center")
     for n, (x, y) in pos.items():
         w = schedule.ops[n].warp
         ax.text(x, y, n, ha="center", va="center", fontsize=7, color="white", zorder=3,
@@ -213,7 +214,7 @@ def _graph(ax, schedule, graph, machine, FancyArrowPatch):
     handles = [FancyArrowPatch((0, 0), (1, 0), color=_role_color(w)) for w in roles]
     ax.legend(handles, [role_name(w, machine) for w in roles], fontsize=6, loc="upper right",
               handlelength=1.2, frameon=False)
-    ax.set_title("dependence graph (color: warp role; dashed: loop-carried, red: blocking)", fontsize=9)
+    ax.set_title("dependence graph (color: warp role; red: blocking; purple: loop-carried)", fontsize=9)
 
 
 def _timeline(ax, schedule, graph, machine, factor, label, Rectangle):
