@@ -94,7 +94,7 @@ def test_parse_target_refuses_before_building_a_target(frontend, monkeypatch, ar
             frontend.parse_target(tvm.target.Target({"kind": "cuda", "arch": arch}))
 
 
-def test_auto_pipeline_on_sm86(frontend):
+def test_auto_pipeline_on_sm86(frontend, tmp_path):
     """A copy-then-compute loop on sm_86: the a40 model, a legal plan TVM accepts."""
     import tvm
     from tvm.script import tirx as T
@@ -124,4 +124,12 @@ def test_auto_pipeline_on_sm86(frontend):
     assert plan.machine.smem_bytes == 99 * 1024
     assert plan.schedule.optimal and len(plan.annotation.stages) == 2
     assert plan.outcome and "\n" not in plan.outcome
-    assert "sm_86" in plan.explain()
+    text = plan.explain()
+    assert "sm_86" in text and "warp group 0 (warps 0-3)" in text
+    assert f"II = {plan.ii_cycles} cycles per iteration" in text
+    assert not re.search(r"\d+ units\b", text), "explain() gives normalized units instead of cycles"
+    # the picture of the plan, in machine cycles
+    mpimg = pytest.importorskip("matplotlib.image")
+    out = plan.plot(tmp_path / "plan.png")
+    img = mpimg.imread(out)
+    assert img.shape[1] > 1000 and img[..., :3].std() > 0.05

@@ -71,6 +71,10 @@ def time_axis(schedule, cycles_per_unit=None) -> tuple[float, str]:
     return 1.0, "time (normalized time units; no single cycle scale)"
 
 
+def _ii_text(ii: int, factor: float) -> str:
+    return f"ii = {ii}" if factor == 1 else f"ii = {ii} units = {ii * factor:g} cycles"
+
+
 def _role_color(w: int) -> str:
     return _ROLE_COLORS[w % len(_ROLE_COLORS)]
 
@@ -152,10 +156,10 @@ def _mrt(ax, schedule, graph, machine, factor, Rectangle):
         ax.set_xticks(range(ii + 1))
     else:
         ax.xaxis.get_major_locator().set_params(integer=True)
-    if ii <= 64:  # slot boundaries
+    if ii <= 24:  # slot boundaries (more would hide the bars)
         ax.set_xticks([k * factor for k in range(ii + 1)], minor=True)
         ax.grid(axis="x", which="both", linewidth=0.4, alpha=0.6)
-    ax.set_title(f"modulo reservation table (ii = {ii}; label: op (stage))", fontsize=9)
+    ax.set_title(f"modulo reservation table ({_ii_text(ii, factor)}; label: op (stage))", fontsize=9)
 
 
 def _layers(graph) -> dict:
@@ -256,7 +260,7 @@ def _timeline(ax, schedule, graph, machine, factor, label, Rectangle):
     ax.set_yticks([p for p, _ in yticks], [t for _, t in yticks], fontsize=7)
     ax.set_xlabel(label)
     more = "" if n_iter >= copies + 2 else f", first {n_iter} drawn"
-    ax.set_title(f"pipelined timeline: {n_iter} iterations, one every ii = {ii}{more} "
+    ax.set_title(f"pipelined timeline: {n_iter} iterations, one every {_ii_text(ii, factor)}{more} "
                  "(bar: op@iteration, color: iteration)", fontsize=9)
 
 
