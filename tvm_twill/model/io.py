@@ -350,7 +350,7 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
 MAX_FILE_BYTES = 256 * 2**20
 #: JSON nesting deeper than this is refused (the formats need 4 levels).
 MAX_DEPTH = 64
-_MAX_DIGITS = 12  # more digits than any integer up to 2**31-1 written with leading zeros could need
+_MAX_DIGITS = 30  # longer integer literals are refused while parsing (no field to name yet)
 
 
 class _Refused(Exception):
