@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _one_line(message: str, limit: int = 2000) -> str:
     """``message`` on one line: control characters and lone surrogates escaped, length bounded."""
     out = []
-    for ch in str(message):
+    for ch in str(message)[: 2 * limit]:
         o = ord(ch)
         out.append(ascii(ch)[1:-1] if o < 0x20 or 0x7F <= o < 0xA0 or 0xD800 <= o < 0xE000 else ch)
     text = "".join(out)

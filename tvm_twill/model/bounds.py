@@ -20,8 +20,8 @@ def rec_mii(graph) -> int:
     """Smallest ii >= 1 with no dependence cycle C where sum(delay) > ii * sum(distance).
 
     Spill costs are not counted: producer and consumer may share a warp."""
-    if not graph.edges:
-        return 1
+    if not any(e.distance for e in graph.edges):
+        return 1  # no loop-carried edge: no recurrence (zero-distance cycles are rejected)
     hi = sum(e.delay for e in graph.edges) + 1
     # Relax edges along the distance-0 order: one Bellman-Ford pass then
     # carries a value down a whole chain, so passes ~ loop-carried edges on a path.

@@ -6,6 +6,7 @@ with ``validate_for``.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -24,16 +25,16 @@ def show_int(v: int) -> str:
     return f"an integer of {abs(v).bit_length()} bits"
 
 
+_BAD_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def bad_char(text: str) -> str | None:
     """The first control character or lone surrogate in ``text`` (None: clean).
 
     Names may hold any printable Unicode; a NUL, a newline or an unpaired
     surrogate would corrupt listings, annotations and files."""
-    for ch in text:
-        o = ord(ch)
-        if o < 0x20 or 0x7F <= o < 0xA0 or 0xD800 <= o < 0xE000:
-            return ch
-    return None
+    m = _BAD_CHARS.search(text)
+    return m.group() if m else None
 
 
 def check_name(text, what: str, error=GraphError) -> None:
