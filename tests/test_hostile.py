@@ -485,3 +485,11 @@ def test_ctrl_c_during_a_long_solve(tmp_path):
         assert err == b"tvm-twill: interrupted\n"
     elif code == cli.EXIT_NO_SCHEDULE:
         assert len(err.splitlines()) == 1 and err.startswith(b"tvm-twill: error: ")
+
+
+def test_nul_in_paths_in_process(tmp_path):
+    code, _, err = run_cli(["solve", "a\x00b.json"])
+    assert_clean(code, err, bad_input=True)
+    code, _, err = run_cli(["example", "fa_fig1", "--json", str(tmp_path / "x\x00.json")])
+    assert_clean(code, err, bad_input=True)
+    assert "cannot write" in err

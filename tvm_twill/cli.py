@@ -82,8 +82,8 @@ def _solve_and_print(graph, args) -> int:
     if args.json:
         try:
             dump(schedule_to_dict(schedule), args.json)
-        except OSError as e:
-            raise InputError(f"cannot write {args.json}: {e.strerror}") from None
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot write {args.json}: {getattr(e, 'strerror', None) or e}") from None
         print(f"\nwrote {args.json}")
     return 0
 

@@ -409,7 +409,7 @@ def _load(path) -> object:
             data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise FormatError(f"{p}: no such file") from None
-    except (IsADirectoryError, PermissionError, OSError) as e:
+    except (OSError, ValueError) as e:  # a directory, no permission, a NUL in the path ...
         raise FormatError(f"{p}: cannot read ({e.__class__.__name__})") from None
     if len(data) > MAX_FILE_BYTES:
         raise FormatError(f"{p}: larger than {MAX_FILE_BYTES // 2**20} MiB, far beyond any loop body; "
