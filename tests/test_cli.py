@@ -178,7 +178,8 @@ def test_check_rejects_a_schedule_of_another_graph(tmp_path, capsys):
 def test_machines_lists_the_builtins(capsys):
     code, out, _ = run(["machines"], capsys)
     assert code == 0
-    assert [line.split()[0] for line in out.splitlines()[1:]] == ["a100", "h100", "b200"]
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["a100", "h100", "b200", "a40", "orin", "l40s",
+                                                                  "rtx5090"]
     assert "sm_90a" in out and "256 KiB" in out  # b200 tensor memory
 
 

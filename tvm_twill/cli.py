@@ -3,7 +3,8 @@
 ::
 
     tvm-twill solve GRAPH.json [--machine NAME|FILE] [--json OUT] [--time-limit S]
-                               [--cross-warp-sync] [--no-normalize]
+                               [--cross-warp-sync] [--no-normalize] [--plot OUT.png]
+                               [--strict-normalization]
     tvm-twill example [NAME] [same options as solve]
     tvm-twill check GRAPH.json SCHEDULE.json [--machine NAME|FILE] [--cross-warp-sync]
     tvm-twill machines
@@ -23,6 +24,11 @@ Exit status:
 * 130 interrupted (Ctrl-C; one line ``tvm-twill: interrupted``);
 * 141 the reader of stdout went away (a closed pipe); nothing more is printed.
 
+``--plot`` draws the schedule (``tvm_twill.plot``; matplotlib is imported
+only then).  A cost normalization that distorts some cost ratio by more than
+10% is warned about on stderr (``tvm-twill: warning: ...``);
+``--strict-normalization`` refuses it instead (exit 2, before the search).
+
 Output is never lost to the terminal's encoding: characters that stdout or
 stderr cannot encode (an ASCII locale) are written as backslash escapes.
 """
@@ -36,7 +42,7 @@ from pathlib import Path
 
 from . import __version__, report
 from .data import example_names, load_example
-from .errors import InfeasibleError, InputError, SolverTimeoutError, TwillError
+from .errors import InfeasibleError, InputError, NormalizationError, SolverTimeoutError, TwillError
 from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
                     schedule_to_dict)
 from .solvers import SolveOptions, prepare, solve_prepared
@@ -77,8 +83,17 @@ def _solve_and_print(graph, args) -> int:
     options = _solve_options(args)
     machine = _machine(args.machine)
     prepared = prepare(graph, machine, options)  # what is scheduled: the report's cycles
+    warning = report.normalization_warning(prepared)
+    if warning and args.strict_normalization:  # refused before the (expensive) search
+        raise NormalizationError(f"--strict-normalization: {warning}")
+    if warning:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
     schedule = solve_prepared(prepared, options)
     print(report.render(schedule, prepared.graph, prepared.machine), end="")
+    if args.plot:
+        from .plot import plot_schedule  # matplotlib only when asked
+        plot_schedule(schedule, prepared.graph, prepared.machine, args.plot)
+        print(f"\nwrote {args.plot}")
     if args.json:
         try:
             dump(schedule_to_dict(schedule), args.json)
@@ -168,6 +183,13 @@ def _add_solve_options(p):
                    help="schedule the graph's cycles as they are, even if it asks for normalization "
                         "(exact ratios; the solver's work does not grow with cycle magnitudes, but "
                         "listings get long)")
+    p.add_argument("--plot", metavar="OUT.png",
+                   help="also draw the schedule (reservation table, pipelined timeline per warp role, "
+                        "dependence graph) to OUT.png / .svg / .pdf; needs matplotlib (pip install "
+                        "'tvm-twill[plot]')")
+    p.add_argument("--strict-normalization", action="store_true",
+                   help="refuse (exit 2) when cost normalization distorts some cost ratio by more than 10%% "
+                        "(otherwise a warning on stderr)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -188,18 +210,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("solve", help="find the optimal schedule of a graph file and print it")
-    p.add_argument("graph", metavar="GRAPH.json")
+    p.add_argument("graph", metavar="GRAPH.json", help="the loop dependence graph (tvm-twill-graph/1 JSON)")
     _add_solve_options(p)
     p.set_defaults(run=cmd_solve)
 
     p = sub.add_parser("example", help="list the bundled example graphs, or solve one")
-    p.add_argument("name", metavar="NAME", nargs="?")
+    p.add_argument("name", metavar="NAME", nargs="?",
+                   help="a bundled example graph (omit it to list them)")
     _add_solve_options(p)
     p.set_defaults(run=cmd_example)
 
     p = sub.add_parser("check", help="check a schedule file against a graph (rules 1-6)")
-    p.add_argument("graph", metavar="GRAPH.json")
-    p.add_argument("schedule", metavar="SCHEDULE.json")
+    p.add_argument("graph", metavar="GRAPH.json", help="the loop dependence graph (tvm-twill-graph/1 JSON)")
+    p.add_argument("schedule", metavar="SCHEDULE.json",
+                   help="the schedule to check (tvm-twill-schedule/1 JSON, e.g. from solve --json)")
     p.add_argument("--machine", metavar="NAME|FILE", help="default: the graph's, else the schedule's")
     p.add_argument("--cross-warp-sync", action="store_true",
                    help="also treat every cross-warp edge as blocking")

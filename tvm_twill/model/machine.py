@@ -15,7 +15,20 @@ architecture papers; the figures and their sources are in docs/machines.md:
   4-group block is the largest that still leaves 128 registers per thread
   (65536 / 512).  A100 keeps the same role structure so schedules compare.
 * Registers: 65536 32-bit registers per SM, at most 255 per thread.
-* Shared memory per block: 163 KB (A100), 227 KB (H100, B200).
+* Shared memory per block: 163 KB (A100, Orin), 99 KB (A40, L40S, RTX 5090),
+  227 KB (H100, B200): the programming guide's per-compute-capability
+  maximum (per SM minus the 1 KB the driver reserves per block).
+* One built-in per arch TVM targets, modelled on one part: sm_80 ``a100``,
+  sm_86 ``a40`` (GA102: 1024 dense fp16 tensor FLOP/clk/SM = 149.7 TFLOPS /
+  (84 SMs x 1.74 GHz); 128 fp32 FMA/clk/SM), sm_87 ``orin`` (Jetson AGX
+  Orin: 16 SMs at 1.3 GHz, A100-class tensor cores, 2048 FLOP/clk/SM from
+  170 sparse INT8 TOPS), sm_89 ``l40s`` (AD102: 1024 FLOP/clk/SM, 362
+  TFLOPS / (142 x 2.52 GHz)), sm_90[a] ``h100``, sm_100[a|f] and sm_103
+  ``b200``, sm_120[a|f] and sm_121 ``rtx5090`` (GB202 consumer Blackwell:
+  1024 FLOP/clk/SM = 419 TFLOPS / (170 x 2.41 GHz), mma.sync only: no wgmma,
+  no tcgen05, no tensor memory; 128 KB shared memory per SM, 99 KB per
+  block).  GeForce parts halve the fp16 rate with fp32 accumulation; the
+  data-center rate is used (docs/machines.md).
 * Tensor memory: 256 KB on B200 (128 lanes x 512 columns x 4 bytes), none before.
 * ``spill_cost`` = 1 time unit: the built-ins are used with graphs whose
   times are already small integers; a graph in raw cycles should give each
@@ -28,6 +41,7 @@ format and a machine read from JSON has none (``costs`` is None).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..errors import MachineError
@@ -130,8 +144,47 @@ BUILTIN_MACHINES: dict[str, Machine] = {
 }
 
 
+_AMPERE_UNITS = _UNITS  # cp.async takes the TMA unit's place (module docstring)
+
+BUILTIN_MACHINES.update({
+    "a40": Machine(
+        name="a40", units=_AMPERE_UNITS, smem_bytes=99 * 1024, tmem_bytes=0,
+        costs=CostModel(arch="sm_86", sms=84, clock_ghz=1.74, tc_flops_per_clock=1024,
+                        mufu_per_clock=16, fma_per_clock=128,
+                        # 696e9 B/s / (84 SMs x 1.74e9 clk/s)
+                        hbm_bytes_per_clock=round(696e9 / (84 * 1.74e9), 2))),
+    "orin": Machine(
+        name="orin", units=_AMPERE_UNITS, smem_bytes=163 * 1024, tmem_bytes=0,
+        costs=CostModel(arch="sm_87", sms=16, clock_ghz=1.3, tc_flops_per_clock=2048,
+                        mufu_per_clock=16, fma_per_clock=128,
+                        # 204.8e9 B/s LPDDR5 (shared with the CPU) / (16 SMs x 1.3e9 clk/s)
+                        hbm_bytes_per_clock=round(204.8e9 / (16 * 1.3e9), 2))),
+    "l40s": Machine(
+        name="l40s", units=_AMPERE_UNITS, smem_bytes=99 * 1024, tmem_bytes=0,
+        costs=CostModel(arch="sm_89", sms=142, clock_ghz=2.52, tc_flops_per_clock=1024,
+                        mufu_per_clock=16, fma_per_clock=128,
+                        # 864e9 B/s / (142 SMs x 2.52e9 clk/s)
+                        hbm_bytes_per_clock=round(864e9 / (142 * 2.52e9), 2))),
+    "rtx5090": Machine(
+        name="rtx5090", units=_UNITS, smem_bytes=99 * 1024, tmem_bytes=0,
+        costs=CostModel(arch="sm_120", sms=170, clock_ghz=2.41, tc_flops_per_clock=1024,
+                        mufu_per_clock=16, fma_per_clock=128,
+                        # 1.792e12 B/s / (170 SMs x 2.41e9 clk/s)
+                        hbm_bytes_per_clock=round(1.792e12 / (170 * 2.41e9), 2))),
+})
+
+#: Compute capability -> built-in machine, and the arch suffixes each accepts
+#: ("a": arch-specific features, "f": family-specific, CUDA 12.9+).
+ARCH_MACHINES: dict[int, tuple[str, tuple[str, ...]]] = {
+    80: ("a100", ("",)), 86: ("a40", ("",)), 87: ("orin", ("",)), 89: ("l40s", ("",)),
+    90: ("h100", ("", "a")),
+    100: ("b200", ("", "a", "f")), 103: ("b200", ("", "a", "f")),
+    120: ("rtx5090", ("", "a", "f")), 121: ("rtx5090", ("", "a", "f")),
+}
+
+
 def get_machine(name_or_machine) -> Machine:
-    """A built-in machine by name (``a100``, ``h100``, ``b200``), or the Machine itself."""
+    """A built-in machine by name (``BUILTIN_MACHINES``: a100, h100, b200, a40, ...), or the Machine itself."""
     if isinstance(name_or_machine, Machine):
         return name_or_machine
     key = str(name_or_machine).lower()
@@ -142,17 +195,26 @@ def get_machine(name_or_machine) -> Machine:
 
 
 def machine_for_arch(arch: str) -> Machine:
-    """The built-in model of a CUDA arch string: sm_8x -> a100, sm_90[a] -> h100, sm_10x -> b200."""
-    a = str(arch).lower().strip()
-    digits = "".join(ch for ch in a.removeprefix("sm_") if ch.isdigit())
-    if not a.startswith("sm_") or not digits:
-        raise MachineError(f"unknown CUDA arch '{arch}': expected a string like 'sm_80', 'sm_90a' or 'sm_100a'")
-    cc = int(digits)
-    if 80 <= cc < 90:
-        return BUILTIN_MACHINES["a100"]
-    if 90 <= cc < 100:
-        return BUILTIN_MACHINES["h100"]
-    if 100 <= cc < 110:
-        return BUILTIN_MACHINES["b200"]
-    raise MachineError(f"no machine model for '{arch}': tvm_twill models sm_80 (a100), "
-                       "sm_90a (h100) and sm_100a (b200)")
+    """The built-in model of a CUDA arch string (``ARCH_MACHINES``: sm_80 -> a100, sm_86 -> a40,
+    sm_87 -> orin, sm_89 -> l40s, sm_90[a] -> h100, sm_100[a|f] -> b200, sm_120[a|f] -> rtx5090).
+
+    Raises MachineError (one line) for a malformed string ("sm_80x"), an arch
+    before sm_80 and an arch without a model ("sm_999").
+    """
+    a = str(arch).strip()
+    m = re.fullmatch(r"sm_(\d+)([a-z]?)", a)
+    if not m:
+        raise MachineError(f"unknown CUDA arch '{arch}': expected 'sm_' and a compute capability with an optional "
+                           "'a'/'f' suffix, like 'sm_80', 'sm_86', 'sm_90a', 'sm_100a' or 'sm_120'")
+    cc, suffix = int(m.group(1)), m.group(2)
+    if cc < 80:
+        raise MachineError(f"CUDA arch '{arch}' predates sm_80: tvm_twill needs cp.async (sm_80 or newer)")
+    known = ", ".join(f"sm_{c} ({name})" for c, (name, _) in ARCH_MACHINES.items())
+    if cc not in ARCH_MACHINES:
+        raise MachineError(f"no machine model for CUDA arch '{arch}': tvm_twill models {known}; pass a "
+                           "Machine (machine=...) for another part")
+    name, suffixes = ARCH_MACHINES[cc]
+    if suffix not in suffixes:
+        allowed = ", ".join(f"'sm_{cc}{x}'" for x in suffixes)
+        raise MachineError(f"unknown CUDA arch '{arch}': compute capability {cc} is written {allowed}")
+    return BUILTIN_MACHINES[name]
