@@ -79,22 +79,6 @@ def _role_color(w: int) -> str:
     return _ROLE_COLORS[w % len(_ROLE_COLORS)]
 
 
-def _runs(op, cycles: int) -> list[tuple[int, int, str, int]]:
-    """(start, end, unit, instances) runs of an op's reservation, consecutive equal rows merged."""
-    if op.rrt is None:
-        return [(0, cycles, op.unit, 1)] if cycles > 0 else []
-    out, open_ = [], {}
-    for j, row in enumerate(list(op.rrt) + [()]):
-        now = dict(row)
-        for key in list(open_):
-            if now.get(key[0]) != key[1]:
-                out.append((open_.pop(key), j, key[0], key[1]))
-        for u, n in now.items():
-            if n and (u, n) not in open_:
-                open_[(u, n)] = j
-    return sorted(out)
-
-
 def _lanes(intervals: list[tuple[float, float]], minimum: int = 1) -> tuple[list[int], int]:
     """First-fit lane of each half-open interval so that lanes never overlap; (lanes, lane count)."""
     ends: list[float] = []
@@ -120,6 +104,16 @@ def _label(ax, x, y, w, span, texts, chars, **kw):
                 return
 
 
+def _wrap(start: int, length: int, ii: int, capacity: int) -> list[tuple[int, int]]:
+    """The pieces of [start, start + length) folded onto the slots [0, ii) (full turns capped)."""
+    full, rest = divmod(length, ii)
+    pieces = [(0, ii)] * min(full, capacity + 1)
+    s = start % ii
+    if rest:
+        pieces += [(s, min(ii, s + rest))] + ([(0, s + rest - ii)] if s + rest > ii else [])
+    return pieces
+
+
 def _mrt(ax, schedule, graph, machine, factor, Rectangle):
     ii = schedule.ii
     used = set().union(*(graph.op(n).units() for n in graph.names))
@@ -127,16 +121,11 @@ def _mrt(ax, schedule, graph, machine, factor, Rectangle):
     rows = {u: [] for u in units}  # unit -> [(a, b, op)] in [0, ii)
     for name in schedule.in_order():
         op, t = graph.op(name), schedule.ops[name].time
-        for a, b, u, n in _runs(op, schedule.cycles.get(name, op.cycles)):
-            if u not in rows:
-                continue
-            start, length = t + a, b - a
-            full, rest = divmod(length, ii)
-            pieces = [(0, ii)] * min(full, machine.units.get(u, 1) + 1)  # covers the whole row
-            s = start % ii
-            if rest:
-                pieces += [(s, min(ii, s + rest))] + ([(0, s + rest - ii)] if s + rest > ii else [])
-            rows[u] += [(p, q, name) for p, q in pieces for _ in range(n)]
+        for off, length, row in op.reservation_runs():  # run-length encoded: never per cycle
+            for u, n in row:
+                if u in rows:
+                    rows[u] += [(p, q, name) for p, q in _wrap(t + off, length, ii, machine.units.get(u, 1))
+                                for _ in range(n)]
     y, yticks = 0.0, []
     for u in reversed(units):
         lane, count = _lanes([(a, b) for a, b, _ in rows[u]], machine.units.get(u, 1))
@@ -146,7 +135,7 @@ def _mrt(ax, schedule, graph, machine, factor, Rectangle):
             ax.add_patch(Rectangle((a * factor, y + k * h + 0.05 * h), (b - a) * factor, 0.9 * h,
                                    facecolor=_role_color(w), edgecolor="black", linewidth=0.6))
             _label(ax, a * factor, y + (k + 0.5) * h, (b - a) * factor, ii * factor,
-                   [f"{name} (s{schedule.ops[name].stage})", name], 110, color="white")
+                   [f"{name} (s{schedule.ops[name].stage})", name], 100, color="white")
         yticks.append((y + 0.5, f"{u} (x{machine.units.get(u, 1)})"))
         y += 1.0
     ax.set_xlim(0, ii * factor)
@@ -251,7 +240,7 @@ def _timeline(ax, schedule, graph, machine, factor, label, Rectangle):
                                    facecolor=_ITER_COLORS[k % len(_ITER_COLORS)], edgecolor="black",
                                    linewidth=0.5, zorder=2))
             _label(ax, a * factor, y + (j + 0.5) * h, (b - a) * factor, span * factor, [f"{name}@{k}", name],
-                   180, color="white", zorder=3)
+                   160, color="white", zorder=3)
         yticks.append((y + 0.5, role_name(w, machine)))
         y += 1.0
         ax.axhline(y, color="black", linewidth=0.4)
