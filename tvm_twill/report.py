@@ -287,13 +287,13 @@ def pipeline(schedule, graph, machine) -> str:
         f"{copies} copies of the schedule, {ii} {time_unit(schedule)} apart"
     intro = (f"pipeline: {copies_text}; prologue {window(0, steady[0])}, steady state "
              f"{window(*steady)} (the loop body, repeats every ii), epilogue {window(steady[1], span)}")
-    if span > FULL_LISTING_MAX:
-        intro += "\n(times where nothing issues and no unit changes are left out)"
     if time_unit(schedule) == "units":
         intro = intro.replace("cycles [", "units [")
         scale = unit_scale(schedule)
         intro += f" (1 unit = {scale:g} machine cycles)" if scale is not None else \
             " (normalized units, no single machine-cycle scale)"
+    if span > FULL_LISTING_MAX:
+        intro += "\n(times where nothing issues and no unit changes are left out)"
     return intro + "\n" + table(["time", "part", *units, "issues"], rows)
 
 
