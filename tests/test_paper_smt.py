@@ -68,7 +68,7 @@ def test_exactly_as_strict_as_the_checker(g, warp_groups, extra_ii, extra_l):
     ii = max(res_mii(pg, m), rec_mii(pg)) + extra_ii
     length = max(1, max(op.cycles for op in pg.ops) + extra_l)
     found = paper_smt_solve(pg, m, ii, length)
-    reference = JointProblem(pg, m, ii).solve(max_length=length, timeout=30)
+    reference = JointProblem(pg, m, ii).solve(max_length=length, time_limit=30)
     assert (found is not None) == (reference.status == "sat")
     if found is not None:
         s = schedule(pg, m, ii, *found)
