@@ -66,10 +66,10 @@ def test_z3_unknown_tells_ctrl_c_from_time_and_budget():
     with pytest.raises(KeyboardInterrupt):
         z3_unknown("interrupted from keyboard")
     with pytest.raises(KeyboardInterrupt):  # canceled, but neither limit was reached
-        z3_unknown("canceled", rlimit=1000, rlimit_used=10, seconds=0.1, timeout=10)
-    assert z3_unknown("timeout", seconds=1.0, timeout=1.0) == "timeout"
-    assert z3_unknown("canceled", seconds=2.0, timeout=2.0) == "timeout"
-    assert z3_unknown("canceled", rlimit=1000, rlimit_used=1000, seconds=0.1, timeout=10) == "budget"
+        z3_unknown("canceled", rlimit=1000, rlimit_used=10, seconds=0.1, allowed=10)
+    assert z3_unknown("timeout", seconds=1.0, allowed=1.0) == "timeout"
+    assert z3_unknown("canceled", seconds=2.0, allowed=2.0) == "timeout"
+    assert z3_unknown("canceled", rlimit=1000, rlimit_used=1000, seconds=0.1, allowed=10) == "budget"
 
 
 # -- one deadline for the whole solve ---------------------------------------------

@@ -88,7 +88,7 @@ class Deadline:
 
 
 def z3_unknown(reason: str, *, rlimit: int = 0, rlimit_used: int = 0, seconds: float = 0.0,
-               timeout: float | None = None) -> str:
+               allowed: float | None = None) -> str:
     """Classify z3's ``unknown``: ``"timeout"`` (wall clock) or ``"budget"`` (rlimit).
 
     z3 catches SIGINT while it searches and returns unknown ("interrupted from
@@ -96,14 +96,14 @@ def z3_unknown(reason: str, *, rlimit: int = 0, rlimit_used: int = 0, seconds: f
     false time-out.  z3 also says "canceled" when its own timeout or the
     rlimit stops it, so "canceled" counts as Ctrl-C only when neither was
     reached: ``rlimit_used`` < ``rlimit`` and ``seconds`` (the query's wall
-    time) < ``timeout`` (the seconds z3 was given; None: no limit).
+    time) < ``allowed`` (the seconds z3 was given; None: no limit).
     """
     low = reason.lower()
     if "interrupt" in low or "keyboard" in low:
         raise KeyboardInterrupt
     if rlimit and rlimit_used >= rlimit:
         return "budget"
-    if low == "timeout" or (timeout is not None and seconds >= 0.9 * timeout):
+    if low == "timeout" or (allowed is not None and seconds >= 0.9 * allowed):
         return "timeout"
     if "canceled" in low or "cancelled" in low:
         raise KeyboardInterrupt

@@ -283,7 +283,7 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float =
     if result == z3.unknown:
         reason = s.reason_unknown()
         # KeyboardInterrupt on Ctrl-C
-        z3_unknown(reason, seconds=_time.monotonic() - t0, timeout=ms / 1000 if ms else None)
+        z3_unknown(reason, seconds=_time.monotonic() - t0, allowed=ms / 1000 if ms else None)
         raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: z3 answered "
                                  f"unknown ({reason}) within {deadline.limit:.1f} s: "
                                  "raise the time limit")

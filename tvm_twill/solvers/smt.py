@@ -332,7 +332,7 @@ class JointProblem:
         if res == z3.unsat:
             return "unsat"
         return z3_unknown(self.solver.reason_unknown(), rlimit=rlimit, rlimit_used=self._rlimit_count() - before,
-                          seconds=_time.perf_counter() - t0, timeout=ms / 1000 if ms else None)
+                          seconds=_time.perf_counter() - t0, allowed=ms / 1000 if ms else None)
 
     def _minimize_core(self, core: list, deadline: Deadline, labels: dict) -> tuple[list, bool]:
         """Deletion-based minimization: drop an element when the rest is proven unsat
