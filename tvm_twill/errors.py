@@ -41,9 +41,9 @@ class SolverUnavailableError(TwillError, ImportError):
 class InfeasibleError(TwillError):
     """No schedule exists under the model (for any ii, or within the search).
 
-    ``family`` names the constraint family that rules it out (``"registers"``,
-    ``"memory"``, ``"blocking"``, ``"resources"``, ``"recurrence"``,
-    ``"warps"``).
+    ``family`` names the constraint family that rules it out: one of the
+    strings of ``tvm_twill.model.families.Family`` (``"registers"``,
+    ``"memory"``, ``"blocking sync"``, ...), or None when none is known.
     """
 
     exit_code = 3

@@ -16,12 +16,13 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from .families import Family
+
 #: A run of slots that break the same rule with the same total is reported
 #: slot by slot up to this many slots, then as one range ``slots a..b``.
 SLOTS_LISTED = 8
 
-RULES = {0: "structure", 1: "dependence", 2: "resources", 3: "variable latency",
-         4: "blocking sync", 5: "registers", 6: "memory"}
+RULES = {0: "structure", **Family.BY_RULE}
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,6 @@ class Violation:
 
     def __str__(self) -> str:
         return f"rule {self.rule} ({RULES[self.rule]}): {self.message}"
-
-
-def spill_cost(op, machine) -> int:
-    return machine.spill_cost if op.spill_cost is None else op.spill_cost
 
 
 def live_intervals(graph, times: dict, ii: int) -> dict:
@@ -140,7 +137,7 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
 
     # 1. dependence (with the cross-warp spill cost)
     for e in graph.edges:
-        s = spill_cost(graph.op(e.src), machine) if w[e.src] != w[e.dst] else 0
+        s = machine.spill_of(graph.op(e.src)) if w[e.src] != w[e.dst] else 0
         if t[e.dst] + e.distance * ii < t[e.src] + e.delay + s:
             v.append(Violation(1, f"edge {e.src}->{e.dst}: time[{e.dst}] + {e.distance}*ii = "
                                   f"{t[e.dst] + e.distance * ii} < time[{e.src}] + delay {e.delay}"

@@ -86,6 +86,10 @@ class Machine:
     def capacity(self, unit: str) -> int:
         return self.units[unit]
 
+    def spill_of(self, op) -> int:
+        """Cycles to hand ``op``'s value to another warp: the op's own ``spill_cost``, else the machine's."""
+        return self.spill_cost if op.spill_cost is None else op.spill_cost
+
     @property
     def arch(self) -> str | None:
         return self.costs.arch if self.costs else None

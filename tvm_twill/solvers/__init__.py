@@ -2,8 +2,8 @@
 scheduling and cost normalization, and the paper-faithful z3 encoding.
 
 ``Deadline`` (``limits``) is the one wall-clock limit of a solve; ``Family``
-(``families``) names the constraint families."""
-from .families import Family
+(``model.families``) names the constraint families."""
+from ..model.families import Family
 from .limits import Deadline
 from .search import Prepared, SolveOptions, default_max_ii, prepare, solve, solve_prepared
 

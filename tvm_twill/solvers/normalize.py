@@ -206,7 +206,7 @@ def normalize_graph(graph, machine, U: int = 300, time_limit: float = 10.0, obje
         if op.rrt is not None:
             raise GraphError(f"op '{op.name}' has an explicit rrt, which cannot be rescaled: "
                              "set \"normalize\": false or describe it with unit and cycles")
-    spill = {op.name: machine.spill_cost if op.spill_cost is None else op.spill_cost for op in graph.ops}
+    spill = {op.name: machine.spill_of(op) for op in graph.ops}
     values = [op.cycles for op in graph.ops] + [e.delay for e in graph.edges] + list(spill.values())
     norm = normalize_costs(values, U=U, time_limit=time_limit, objective=objective, deadline=deadline)
     m = norm.mapping

@@ -108,15 +108,11 @@ from math import ceil
 
 from ..errors import InfeasibleError, InputError, SolverTimeoutError
 from .backends import load_z3
-from .families import Family
+from ..model.families import Family
 from .limits import Deadline, z3_unknown
 from .modulo_ilp import modulo_schedule_ilp
 
 SOLVER = "paper-smt"
-
-
-def _spill(op, machine) -> int:
-    return machine.spill_cost if op.spill_cost is None else op.spill_cost
 
 
 def copies_and_horizon(graph, ii: int, length: int) -> tuple[int, int]:
@@ -252,7 +248,7 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float =
                                for n in reg_users for i in copies],
                               machine.regs_per_thread_max))                           # Register Limit
     for e in graph.edges:
-        cost = _spill(ops[e.src], machine)
+        cost = machine.spill_of(ops[e.src])
         if not cost or e.src == e.dst:
             continue
         overdue("Figure 6")

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import InfeasibleError, SolverTimeoutError
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
-from .families import Bound, Family
+from ..model.families import Bound, Family
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
 from .smt import JointProblem
 
@@ -132,7 +132,7 @@ def default_max_ii(graph, machine) -> int:
     its largest outgoing delay and spill."""
     total = 0
     for op in graph.ops:
-        sp = machine.spill_cost if op.spill_cost is None else op.spill_cost
+        sp = machine.spill_of(op)
         total += max([op.cycles] + [e.delay + sp for e in graph.out_edges(op.name)])
     return max(1, total)
 

@@ -50,7 +50,7 @@ import time as _time
 from dataclasses import dataclass
 
 from .backends import load_z3
-from .families import Bound, Family
+from ..model.families import Bound, Family
 from .limits import CORE_RLIMIT, Deadline, z3_unknown
 
 #: The constraint families, in report order (``Family.ALL``).
@@ -84,7 +84,7 @@ def time_bound(graph, machine, ii: int) -> int:
     """Largest issue time any valid schedule needs (see the module docstring)."""
     n = len(graph.ops)
     dmax = max((e.distance for e in graph.edges), default=0)
-    spill = {op.name: machine.spill_cost if op.spill_cost is None else op.spill_cost for op in graph.ops}
+    spill = {op.name: machine.spill_of(op) for op in graph.ops}
     dd = max((e.delay + spill[e.src] for e in graph.edges), default=0)
     return ii + (n - 1) * max(dmax * ii, dd + ii - 1)
 
@@ -193,7 +193,7 @@ class JointProblem:
 
     def _spill(self, name: str) -> int:
         op = self.graph.op(name)
-        return self.machine.spill_cost if op.spill_cost is None else op.spill_cost
+        return self.machine.spill_of(op)
 
     # -- families ------------------------------------------------------------
     def _warps(self, W: int) -> None:

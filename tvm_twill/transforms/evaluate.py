@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import InfeasibleError
 from ..model import Graph, Machine, check, make_schedule, rec_mii, res_mii
+from ..model.families import Family
 from ..model.pipeline import PipelineAnnotation
 
 __all__ = ["annotation_ii"]
@@ -17,7 +18,7 @@ def annotation_ii(graph: Graph, machine: Machine, ann: PipelineAnnotation) -> tu
     """(ii, times, what binds) of a fixed stage/order assignment; see ``evaluate_annotation``."""
     lo = max(res_mii(graph, machine), rec_mii(graph))
     hi = lo + sum(max([op.cycles] + [e.delay for e in graph.out_edges(op.name)]) for op in graph.ops) + 1
-    last_fail = "dependence"
+    last_fail = Family.DEPENDENCE
     for ii in range(lo, 4 * hi + 1):
         times, why = _times_at(graph, machine, ann, ii)
         if times is not None:
@@ -68,15 +69,15 @@ def _times_at(graph, machine, ann, ii):
         if not changed:
             break
     else:
-        return None, "dependence/resources"
+        return None, f"{Family.DEPENDENCE}/{Family.RESOURCES}"
     if dist[src] != 0:
-        return None, "dependence/resources"
+        return None, f"{Family.DEPENDENCE}/{Family.RESOURCES}"
     times = {names[v]: st[v] * ii + dist[v] for v in range(n)}
     sched = make_schedule(graph, machine.name, ii, times, {nm: 0 for nm in names},
                           {op.name: op.cycles for op in graph.ops})
     bad = [v for v in check(sched, graph, machine) if v.rule in (1, 2, 5, 6)]
     if bad:
-        return None, {1: "dependence", 2: "resources", 5: "registers", 6: "memory"}[bad[0].rule]
+        return None, Family.BY_RULE[bad[0].rule]
     return times, ""
 
 

@@ -1,5 +1,10 @@
-"""Names of the constraint families (unsat cores, ``InfeasibleError.family``,
-attempt reasons) and of the query bounds that can appear in a core."""
+"""Names of the constraint families and of the query bounds that can appear in an unsat core.
+
+One definition for the whole package: the checker's rule names, the
+solvers' assumption literals and unsat cores, ``Attempt.reason``,
+``InfeasibleError.family`` and ``evaluate_annotation``'s "what binds" all
+use these strings.
+"""
 from __future__ import annotations
 
 
@@ -16,6 +21,8 @@ class Family:
     ALL = (DEPENDENCE, RESOURCES, VARIABLE_LATENCY, BLOCKING_SYNC, REGISTERS, MEMORY)
     #: The order in which ``InfeasibleError.family`` picks the most specific family of a core.
     MOST_SPECIFIC_FIRST = (REGISTERS, MEMORY, VARIABLE_LATENCY, BLOCKING_SYNC, RESOURCES, DEPENDENCE)
+    #: The checker's rule number of each family (rule 0 is the schedule's own structure).
+    BY_RULE = {1: DEPENDENCE, 2: RESOURCES, 3: VARIABLE_LATENCY, 4: BLOCKING_SYNC, 5: REGISTERS, 6: MEMORY}
 
 
 class Bound:
