@@ -13,7 +13,6 @@ import contextlib
 import io
 import json
 import os
-import random
 import signal
 import subprocess
 import sys

@@ -39,6 +39,7 @@ from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict
 from .model.pipeline import PipelineAnnotation
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation, async_waits,
                          buffer_versions, legality_violations, refine, restore_annotation)
+from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, check_max_stages, default_max_stages
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
            "shared_memory", "swp_machine"]
@@ -59,6 +60,10 @@ class AutoPipelineOptions:
     ``quantum``: cycles per model time unit (default: the front-end's).
     ``verify``: run TVM's passes through InjectSoftwarePipeline on the
     annotated module and undo the annotation if TVM rejects it.
+    ``max_stages``: the most pipeline stages a plan may use (None: the
+    default of ``transforms.depth``, min(8, trip count)); when the optimal
+    schedule needs more, the loop is re-solved with the stages bounded (a
+    larger ii) and ``explain()`` says so.
     """
 
     machine: object = None
@@ -66,6 +71,10 @@ class AutoPipelineOptions:
     apply: bool = True
     quantum: int | None = None
     verify: bool = True
+    max_stages: int | None = None
+
+    def __post_init__(self):
+        check_max_stages(self.max_stages)
 
     def replace(self, **changes) -> "AutoPipelineOptions":
         unknown = sorted(set(changes) - set(self.__dataclass_fields__))
@@ -87,6 +96,9 @@ class PipelinePlan:
     pipelined loop needs (``transforms.async_waits``); ``inner`` the plans of
     nested loops pipelined first.  ``outcome`` is one line: applied, or
     why not (``Attempt.reason`` is a different thing: what rules an ii out).
+    ``depth`` says why the plan has its number of stages; ``solved_graph``
+    is the graph the schedule was solved on when a stage bound added
+    constraints to the loop's graph (None: ``graph`` itself).
     """
 
     loop: str
@@ -100,6 +112,8 @@ class PipelinePlan:
     waits: tuple[AsyncWait, ...] = ()
     inner: tuple["PipelinePlan", ...] = ()
     options: AutoPipelineOptions = AutoPipelineOptions()
+    depth: str = ""
+    solved_graph: Graph | None = None
 
     @property
     def graph(self) -> Graph:
@@ -135,7 +149,7 @@ class PipelinePlan:
 
     def graph_json(self) -> str:
         """The graph in ``tvm-twill-graph/1`` JSON, with the single-role machine inline."""
-        doc = graph_to_dict(self.graph)
+        doc = graph_to_dict(self.solved_graph or self.graph)
         doc["machine"] = machine_to_dict(self.machine)
         return json.dumps(doc, indent=2)
 
@@ -206,12 +220,15 @@ def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None,
     others in ``plan.inner``).  ``target``: a ``tvm.target.Target`` or an arch
     string ("sm_80", "sm_90a").  Options (``AutoPipelineOptions``, or the
     same names as keywords: ``machine``, ``time_limit``, ``apply``,
-    ``quantum``, ``verify``); with several loops and ``apply=False`` the
-    inner ones are planned on a scratch copy.
+    ``quantum``, ``verify``, ``max_stages``); with several loops and
+    ``apply=False`` the inner ones are planned on a scratch copy.
 
     The plan is an explained no-op (``applied`` False, ``outcome`` says why)
-    when the loop's trip count is smaller than the stage count (TVM PR 17579)
-    or when the optimal schedule has one stage in the original order.
+    when the best schedule within the stage bound has one stage in the
+    original order.  A trip count below the stage count is pipelined: TVM
+    0.27 guards its prologue and epilogue (checked on the CPU by
+    tests/test_differential.py), and the default stage bound is at most the
+    trip count.
     Raises UnsupportedLoopError (control flow, dynamic extent, single
     statement, ...), UnsupportedTargetError (non-CUDA, before sm_80),
     InfeasibleError / SolverTimeoutError from the solver.
@@ -257,16 +274,15 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
     sched = solve(graph, ms, time_limit=opts.time_limit)
-    ann = annotation_from_schedule(sched, graph, [s.async_capable for s in ex.stmts], allow_async=True)
-    ann = refine(ann, graph, ms, sched.ii)
+    asyncable = [s.async_capable for s in ex.stmts]
+    ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
+    sched, ann, solved, depth = _bound_depth(ex, sched, ann, ms, opts, solve)
+    bad = legality_violations(ann, graph)  # never apply what the dependences forbid
+    if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
+        raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
     waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
-                        outcome="", machine=ms, waits=waits, options=opts)
-    if ann.num_stages > ex.trip_count:
-        return replace(plan, outcome=(
-            f"not applied: the optimal schedule has {ann.num_stages} stages but loop '{ex.loop}' runs only "
-            f"{ex.trip_count} iteration(s); TVM's pipeline would have no steady state (the case of TVM PR "
-            "17579). Give the loop more iterations (a smaller tile of its split) or leave it unpipelined"))
+                        outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved)
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         return replace(plan, outcome=(
             f"not applied: the optimal schedule (II {sched.ii} units) keeps every statement of '{ex.loop}' in "
@@ -282,6 +298,35 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
             restore_annotation(sch, ref.rv, previous)  # leave the schedule as it was
             raise
     return replace(plan, applied=True, outcome=f"applied to loop '{ex.loop}'")
+
+
+def _bound_depth(ex, sched, ann, ms, opts, solve):
+    """(schedule, annotation, solved graph or None, why this depth) within the stage bound (``transforms.depth``)."""
+    cap = opts.max_stages
+    why = "max_stages" if cap is not None else \
+        f"the default bound min({DEFAULT_MAX_STAGES}, trip count {ex.trip_count})"
+    if cap is None:
+        cap = default_max_stages(ex.trip_count)
+    n = ann.num_stages
+    if n <= cap:
+        return sched, ann, None, (f"{n} stage(s): what the latencies need at the optimal II {sched.ii} "
+                                  f"(the shortest schedule at that II), within {why} = {cap}")
+    if cap == 1:
+        flat = PipelineAnnotation((0,) * len(ann.stages), tuple(range(len(ann.stages))))
+        return sched, flat, None, (f"the optimal schedule needs {n} stages at II {sched.ii}; {why} = 1 keeps the "
+                                   "loop unpipelined")
+    graph = ex.graph
+    linked = {e.src for e in graph.edges} | {e.dst for e in graph.edges}
+    bounded = bound_stages(graph, cap, linked)
+    s2 = solve(bounded, ms, time_limit=opts.time_limit)
+    a2 = annotation_from_schedule(s2, graph, [s.async_capable for s in ex.stmts], allow_async=True)
+    a2 = refine(a2, graph, ms, s2.ii, solved=bounded)
+    if a2.num_stages > cap:  # pragma: no cover - the added edges make it impossible
+        raise UnsupportedLoopError(f"loop '{ex.loop}': could not bound the pipeline to {cap} stages")
+    return s2, a2, bounded, (
+        f"the optimal schedule needs {n} stages at II {sched.ii} ({sched.ii * ex.quantum} cycles); bounded to "
+        f"{cap} by {why}: re-solved with every pair of dependent statements within {cap} stages "
+        f"(transforms.depth), {a2.num_stages} stage(s) at II {s2.ii} ({s2.ii * ex.quantum} cycles)")
 
 
 # -- evaluate_annotation --------------------------------------------------------
@@ -341,16 +386,17 @@ def _explain(plan: PipelinePlan) -> str:
         L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles} units on "
                  f"{'+'.join(st.units) or 'nothing'}; issue time {p.time} -> stage {ann.stages[st.index]}, "
                  f"order {ann.orders[st.index]}")
-    res, rec = res_mii(g, m), rec_mii(g)
+    gs = plan.solved_graph or g  # the bounds of what was solved (with a stage bound's constraints)
+    res, rec = res_mii(gs, m), rec_mii(gs)
     L.append(f"II = {s.ii} units = {s.ii * q} cycles per iteration "
              f"({'optimal' if s.optimal else 'best found'}); lower bounds: ResMII {res}, RecMII {rec}")
     if s.ii == res:
-        unit, total, cap = resource_bottleneck(g, m)
+        unit, total, cap = resource_bottleneck(gs, m)
         users = [op.name for op in g.ops if op.usage(unit)]
         L.append(f"what limits the II: resources - unit {unit} is busy {total} of every {s.ii} units "
                  f"(capacity {cap}), used by {', '.join(users)}")
     elif s.ii == rec:
-        cyc = critical_recurrence(g) or []
+        cyc = critical_recurrence(gs) or []
         L.append(f"what limits the II: recurrence {' -> '.join(cyc + cyc[:1])} (a loop-carried dependence, "
                  "e.g. the accumulator)")
     else:
@@ -358,6 +404,13 @@ def _explain(plan: PipelinePlan) -> str:
         L.append(f"what limits the II: every ii in [{max(res, rec)}, {s.ii}) was proven infeasible by "
                  f"{'; '.join(reasons) or 'the model constraints'} (registers, shared memory or latency "
                  "within the fixed window)")
+    if plan.depth:
+        L.append(f"pipeline depth: {plan.depth}")
+    if ex.hazards:
+        shown = ", ".join(f"{ex.names[h.src]} -> {ex.names[h.dst]} ({h.kind} on '{h.buffer}', distance {h.distance})"
+                          for h in ex.hazards[:6])
+        more = f" and {len(ex.hazards) - 6} more" if len(ex.hazards) > 6 else ""
+        L.append(f"order kept for buffers TVM does not multi-version or uses within an iteration: {shown}{more}")
     L.append("why these stages:")
     lifted = False
     for e in g.edges:

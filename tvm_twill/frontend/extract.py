@@ -21,10 +21,14 @@ block, as ``MakeSBlock`` does): a read of buffer X by a later statement of
 what an earlier one writes is a same-iteration RAW edge (distance 0); a read
 that is *exposed* (no earlier leaf of the same statement wrote X, e.g. an
 accumulator read-modify-write) of what the same or a later statement writes
-is a loop-carried RAW edge (distance 1).  Write-after-read and
-write-after-write hazards are left out on purpose: TVM gives every buffer
-allocated inside the pipeline ``use - def + 1`` versions, which removes them,
-and its legality check is RAW only.
+is a loop-carried RAW edge (distance 1).  Then ``hazards`` adds what TVM's
+versioning does not remove: TVM gives ``use - def + 1`` versions only to the
+buffers allocated inside the pipelined loop (its legality check is RAW
+only), so the order of every conflicting pair of statements is kept inside
+an iteration, and across iterations for every buffer TVM does not version
+(parameters, buffers used after the loop, their ``match_buffer`` aliases):
+read-after-write as ``data`` edges, write-after-read and write-after-write
+as ``order`` edges (see ``frontend/hazards.py``).
 
 """
 from __future__ import annotations
@@ -36,8 +40,11 @@ from ..errors import InputError, UnsupportedLoopError
 from ..model import Edge, Graph, Machine, Op
 from ..model.pipeline import PipelineAnnotation
 from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
+from .hazards import Hazard, merge_hazards, statement_regions, versioned_buffers
+from .hazards import hazards as find_hazards
 from .ir import CONTROL_FLOW, const_int, tirx
 from .loops import pipeline_children, read_annotation, resolve_loop
+from .lowering import pipeline_prefix_passes
 from .target import machine_for, parse_target
 
 __all__ = ["Extraction", "extract_loop"]
@@ -47,7 +54,9 @@ __all__ = ["Extraction", "extract_loop"]
 class Extraction:
     """The graph of one loop and how it maps back to the loop's statements.
 
-    ``graph.ops[i]`` is statement ``stmts[i]`` and ``graph.edges`` are the
+    ``hazards`` are the conflicts on buffers the front-end found (with
+    their buffer names), already edges of the graph.  ``graph.ops[i]`` is
+    statement ``stmts[i]`` and ``graph.edges`` are the
     dependences between statements (what annotation legality is checked
     against); ``op_index`` maps op name -> statement index; ``quantum`` is
     the number of cycles per time unit of the graph.
@@ -64,6 +73,7 @@ class Extraction:
     arch: str
     annotation: PipelineAnnotation | None = None
     nested: tuple[str, ...] = ()
+    hazards: tuple[Hazard, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -136,9 +146,17 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
         raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
     stmts = _dedupe_names(stmts)
     graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
+    # what TVM's versioning leaves: write-after-read / write-after-write / loop-carried hazards
+    regions = []
+    for c in children:
+        reg = statement_regions(c, an.buffer_map)
+        regions += [reg] * (3 if isinstance(c, tirx.For) and read_annotation(c) is not None else 1)  # nested: 3
+    versioned = versioned_buffers(func, ref.name, pipeline_prefix_passes()[:-1])
+    found = tuple(find_hazards(stmts, regions, node.loop_var, trip, versioned))
+    graph = merge_hazards(graph, found, stmts, q)
     return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
                       loop=ref.name, func=ref.func, trip_count=trip, quantum=q, machine=m,
-                      arch=arch, annotation=read_annotation(node), nested=tuple(nested))
+                      arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found)
 
 
 def _dedupe_names(stmts):

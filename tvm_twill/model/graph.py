@@ -121,13 +121,22 @@ class Op:
 class Edge:
     """Dependence ``dst`` issues at least ``delay`` cycles after ``src`` of
     ``distance`` iterations earlier.  ``blocking``: ``dst`` waits synchronously
-    for the value (wgmma.wait, a tensor-memory load)."""
+    for the value (wgmma.wait, a tensor-memory load).
+
+    ``kind`` (in memory only, not part of the JSON format, ignored by
+    equality): ``"data"``, ``dst`` reads what ``src`` produced; ``"order"``,
+    no value flows but the order must be kept (a write-after-read or
+    write-after-write hazard the TVM front-end found).  Scheduling treats
+    both alike; only the TVM transforms look at it (an async copy is never
+    the source of an order edge: nothing would wait for it).
+    """
 
     src: str
     dst: str
     delay: int
     distance: int = 0
     blocking: bool = False
+    kind: str = field(default="data", compare=False)
 
 
 @dataclass(frozen=True)
@@ -200,6 +209,8 @@ class Graph:
             _nonneg_int(e.distance, f"edge {e.src}->{e.dst} distance")
             if not isinstance(e.blocking, bool):
                 raise GraphError(f"edge {e.src}->{e.dst} blocking must be true or false")
+            if e.kind not in ("data", "order"):
+                raise GraphError(f"edge {e.src}->{e.dst} kind must be 'data' or 'order', got {e.kind!r}")
         cyc = zero_distance_cycle(self.names, self.edges)
         if cyc:
             raise GraphError("zero-distance dependence cycle " + " -> ".join(cyc + [cyc[0]])

@@ -40,13 +40,16 @@ from ..model import Graph
 from ..model.pipeline import ANNOTATION_KEYS, PipelineAnnotation
 
 
-def statement_deps(graph: Graph) -> list[tuple[int, int, int]]:
+def statement_deps(graph: Graph, *, data_only: bool = False) -> list[tuple[int, int, int]]:
     """The graph's edges as ``(src, dst, distance)`` statement indices (``graph.ops[i]`` is statement i).
 
     The graph is the one dependence relation: the front-end extracts it, the
     solver schedules it, and annotation legality is checked against it.
+    ``data_only``: only the edges along which a value flows (``Edge.kind``
+    ``"data"``), not the write-after-read / write-after-write ``order`` edges.
     """
-    return [(graph.index(e.src), graph.index(e.dst), e.distance) for e in graph.edges]
+    return [(graph.index(e.src), graph.index(e.dst), e.distance) for e in graph.edges
+            if not data_only or e.kind == "data"]
 
 def legality_violations(ann: PipelineAnnotation, graph: Graph) -> list[str]:
     """Every way ``ann`` breaks a dependence, as one-line messages (empty: legal).
@@ -58,10 +61,15 @@ def legality_violations(ann: PipelineAnnotation, graph: Graph) -> list[str]:
     come first.
     """
     out = []
-    for a, b, dist in statement_deps(graph):
+    for e in graph.edges:
+        a, b, dist = graph.index(e.src), graph.index(e.dst), e.distance
         sa, sb = ann.stages[a], ann.stages[b] + dist
         if sa > sb or (sa == sb and ann.orders[a] >= ann.orders[b]):
-            if dist == 0:
+            if e.kind == "order":
+                out.append(f"statement {b} (stage {ann.stages[b]}, order {ann.orders[b]}) overwrites a buffer that "
+                           f"statement {a} (stage {ann.stages[a]}, order {ann.orders[a]}) uses {dist} iteration(s) "
+                           "earlier, and TVM does not multi-version it: their order must be kept")
+            elif dist == 0:
                 out.append(f"statement {b} (stage {ann.stages[b]}, order {ann.orders[b]}) reads what "
                            f"statement {a} (stage {ann.stages[a]}, order {ann.orders[a]}) writes: it needs "
                            "a later stage, or the same stage and a later order")
@@ -79,17 +87,23 @@ def select_async_stages(stages: Sequence[int], graph: Graph,
     A stage qualifies when it holds at least one statement and every
     statement in it is an async-capable copy (TVM wraps *every* statement of
     an async stage in ``async_scope``) that some statement of the same or a
-    later stage consumes.  Of the qualifying stages only the earliest is
+    later stage consumes, and whose every outgoing edge is a same-iteration
+    data edge (nothing else would wait for the copy).  Of the qualifying stages only the earliest is
     chosen: cp.async has a single hardware queue while TVM counts commit
     groups per stage, so its wait counts are exact only with one async stage;
     one async producer stage also satisfies TVM's rule that a consumer reads
     from at most one async stage.  The earliest producers are the ones whose
     latency the pipeline is built to hide.
     """
-    deps = [(a, b) for a, b, dist in statement_deps(graph) if dist == 0]
+    deps = [(a, b) for a, b, dist in statement_deps(graph, data_only=True) if dist == 0]
     consumed = {a for a, b in deps if a != b and stages[a] <= stages[b]}
+    # TVM waits for an async copy only before a reader of its result in the same iteration: a copy whose
+    # source or target a later statement overwrites (an order edge out of it), or whose result a later
+    # iteration reads (a loop-carried edge out of it), would race with that statement
+    ordered = {graph.index(e.src) for e in graph.edges if e.kind == "order" or e.distance > 0}
     cand = sorted(s for s in set(stages)
-                  if all(async_capable[i] and i in consumed for i, st in enumerate(stages) if st == s))
+                  if all(async_capable[i] and i in consumed and i not in ordered
+                         for i, st in enumerate(stages) if st == s))
     return tuple(cand[:1])
 
 
@@ -204,7 +218,7 @@ def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int) -> tuple
     iterations may read copies that are still in flight.  ``auto_pipeline``
     keeps the copies of the async stage contiguous, which avoids the case.
     """
-    deps = [(a, b) for a, b, dist in statement_deps(graph) if dist == 0]
+    deps = [(a, b) for a, b, dist in statement_deps(graph, data_only=True) if dist == 0]
     n = len(ann.stages)
     S = ann.num_stages - 1
     asyncs = set(ann.async_stages)

@@ -16,22 +16,28 @@ from .evaluate import annotation_ii
 __all__ = ["group_async_copies", "prefer_program_order", "refine"]
 
 
-def refine(ann: PipelineAnnotation, graph, machine, ii: int) -> PipelineAnnotation:
-    """``prefer_program_order`` then ``group_async_copies``: what ``auto_pipeline`` writes."""
-    return group_async_copies(prefer_program_order(ann, graph, machine, ii), graph, machine, ii)
+def refine(ann: PipelineAnnotation, graph, machine, ii: int, *, solved=None) -> PipelineAnnotation:
+    """``prefer_program_order`` then ``group_async_copies``: what ``auto_pipeline`` writes.
+
+    ``graph``: the loop's dependences (legality); ``solved``: the graph the
+    schedule was solved on when it carries extra constraints (a stage bound,
+    ``transforms.depth``), on which ``ii`` must still be reached.
+    """
+    kw = {"solved": solved}
+    return group_async_copies(prefer_program_order(ann, graph, machine, ii, **kw), graph, machine, ii, **kw)
 
 
-def _achieves(cand: PipelineAnnotation, graph, machine, ii: int) -> bool:
+def _achieves(cand: PipelineAnnotation, graph, machine, ii: int, solved=None) -> bool:
     """Is ``cand`` legal for TVM and does it still reach ``ii`` under the model?"""
     if legality_violations(cand, graph):
         return False
     try:
-        return annotation_ii(graph, machine, cand)[0] <= ii
+        return annotation_ii(solved or graph, machine, cand)[0] <= ii
     except InfeasibleError:
         return False
 
 
-def prefer_program_order(ann: PipelineAnnotation, graph, machine, ii: int) -> PipelineAnnotation:
+def prefer_program_order(ann: PipelineAnnotation, graph, machine, ii: int, *, solved=None) -> PipelineAnnotation:
     """Keep the statements in their program order when that costs no II.
 
     The solver's order is one of many equally good ones (it follows issue
@@ -41,12 +47,12 @@ def prefer_program_order(ann: PipelineAnnotation, graph, machine, ii: int) -> Pi
     the warp fragments in a 2 KB local-memory stack frame, program order none.
     """
     cand = replace(ann, orders=tuple(range(len(ann.orders))))
-    if cand == ann or not _achieves(cand, graph, machine, ii):
+    if cand == ann or not _achieves(cand, graph, machine, ii, solved):
         return ann
     return cand
 
 
-def group_async_copies(ann: PipelineAnnotation, graph, machine, ii: int) -> PipelineAnnotation:
+def group_async_copies(ann: PipelineAnnotation, graph, machine, ii: int, *, solved=None) -> PipelineAnnotation:
     """Put the statements of the async stage next to each other, in program order, when that costs nothing.
 
     TVM commits one cp.async group per contiguous run of async statements;
@@ -69,4 +75,4 @@ def group_async_copies(ann: PipelineAnnotation, graph, machine, ii: int) -> Pipe
     for pos, i in enumerate(new_seq):
         orders[i] = pos
     cand = replace(ann, orders=tuple(orders))
-    return cand if _achieves(cand, graph, machine, ii) else ann
+    return cand if _achieves(cand, graph, machine, ii, solved) else ann

@@ -1,0 +1,336 @@
+"""Differential tests on the CPU: a pipelined loop computes exactly what the original loop computes.
+
+Each case builds a random s_tir loop (``tir_gen``), compiles it for llvm and
+runs it, then pipelines it and runs it again:
+
+* ``auto``: ``auto_pipeline(sch, "i", "sm_80")`` with the DRAM latency of the
+  front-end lowered (drawn) so that the solver really separates stages on
+  these tiny bodies; it must compute the same or refuse with a TwillError;
+* ``direct``: a random annotation (stages 0..3, random orders) that
+  ``legality_violations(ann, extraction.graph)`` accepts, written with
+  ``transforms.apply_annotation``: this tests the dependence analysis itself
+  (every legal annotation must be a correct program), TVM's multi-versioning
+  of the buffers it owns, and TVM's handling of trip counts below the stage
+  count.
+
+The extracted graph is built for "sm_80" and the annotated module is
+compiled for llvm (no async-copy pass config).
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+import tvm  # noqa: E402
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from tvm.script import tirx as T  # noqa: E402
+
+import tir_gen  # noqa: E402
+from tvm_twill.api import auto_pipeline, evaluate_annotation  # noqa: E402
+from tvm_twill.errors import InputError, TwillError  # noqa: E402
+from tvm_twill.frontend import costs as fe_costs  # noqa: E402
+from tvm_twill.frontend import extract_loop, inject_pipeline  # noqa: E402
+from tvm_twill.model.pipeline import ORDER, STAGE, PipelineAnnotation  # noqa: E402
+from tvm_twill.transforms import apply_annotation, legality_violations, statement_deps  # noqa: E402
+
+STATS: dict = {}
+_REF: dict = {}
+
+
+def _count(key):
+    STATS[key] = STATS.get(key, 0) + 1
+
+
+def _reference(spec):
+    text = tir_gen.build(spec)
+    if text not in _REF:
+        func = tir_gen.parse(text)
+        args = tir_gen.inputs(spec)
+        _REF[text] = (func, args, tir_gen.run_llvm(func, args))
+    return _REF[text]
+
+
+def _wrong(outs, ref) -> int:
+    return int(sum((o != r).sum() for o, r in zip(outs, ref)))
+
+
+def _random_legal(rng, deps, n, max_stage, tries=40):
+    for _ in range(tries):
+        stages = [int(rng.integers(0, max_stage + 1)) for _ in range(n)]
+        orders = [int(x) for x in rng.permutation(n)]
+        ann = PipelineAnnotation(tuple(stages), tuple(orders))
+        if not legality_violations(ann, deps):
+            return ann
+        # repair the order: sort by (stage, program order) often fixes same-stage conflicts
+        seq = sorted(range(n), key=lambda i: (stages[i], i))
+        ords = [0] * n
+        for pos, i in enumerate(seq):
+            ords[i] = pos
+        ann = PipelineAnnotation(tuple(stages), tuple(ords))
+        if not legality_violations(ann, deps):
+            return ann
+    return None
+
+
+def check_direct(spec, seed) -> str:
+    func, args, ref = _reference(spec)
+    sch = tvm.s_tir.Schedule(func)
+    ex = extract_loop(sch, "i", "sm_80")
+    ann = _random_legal(np.random.default_rng(seed), ex.graph, len(ex.stmts), 3)
+    if ann is None:
+        return "no legal annotation drawn"
+    apply_annotation(sch, sch.get_loops(sch.get_sblock("body"))[-1], ann)
+    try:
+        inject_pipeline(sch.mod)
+    except TwillError:
+        return "refused by TVM"
+    out = tir_gen.run_llvm(sch.mod, args)
+    wrong = _wrong(out, ref)
+    assert wrong == 0, (f"{wrong} wrong outputs with the legal annotation {ann} (deps {statement_deps(ex.graph)})\n"
+                        + tir_gen.build(spec))
+    short = "; more stages than iterations" if ann.num_stages > spec.trip else ""
+    return ("stages>1" if ann.num_stages > 1 else "one stage") + short
+
+
+def check_auto(spec, latency, monkeypatch) -> str:
+    func, args, ref = _reference(spec)
+    sch = tvm.s_tir.Schedule(func)
+    monkeypatch.setattr(fe_costs, "DRAM_LATENCY_CYCLES", latency)
+    try:
+        plan = auto_pipeline(sch, "i", "sm_80")
+    except TwillError:
+        return "refused"
+    if not plan.applied:
+        return "not applied"
+    out = tir_gen.run_llvm(sch.mod, args)
+    wrong = _wrong(out, ref)
+    assert wrong == 0, f"{wrong} wrong outputs after auto_pipeline: {plan.annotations}\n" + tir_gen.build(spec)
+    return f"applied, {plan.annotation.num_stages} stages"
+
+
+def _run(spec, seed, latency, monkeypatch):
+    r = check_direct(spec, seed)
+    _count("direct: " + r.split(";")[0])
+    if r.endswith("more stages than iterations"):
+        _count("direct: more stages than iterations")
+    with monkeypatch.context() as mp:
+        r = check_auto(spec, latency, mp)
+    _count("auto: " + (r if not r.startswith("applied") else "applied"))
+    if spec.trip < 4:
+        _count("short trip count (< 4)")
+
+
+CASES = st.tuples(tir_gen.loop_specs(), st.integers(0, 2**31), st.sampled_from([16, 48, 96, 160]))
+
+
+@settings(derandomize=True, deadline=None, max_examples=150,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=CASES)
+def test_pipelined_loops_compute_the_same(case, monkeypatch):
+    _run(*case, monkeypatch)
+
+
+@pytest.mark.slow
+@settings(derandomize=True, deadline=None, max_examples=2000,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=CASES)
+def test_pipelined_loops_compute_the_same_many(case, monkeypatch):
+    _run(*case, monkeypatch)
+
+
+def test_report_counts():
+    """Prints what the differential runs covered (pytest -s); fails if nothing was pipelined."""
+    print("differential cases:", dict(sorted(STATS.items())))
+    if STATS:
+        assert STATS.get("direct: stages>1", 0) > 0 and STATS.get("auto: applied", 0) > 0
+
+
+# -- the miscompiles of the issue "Never a wrong program" ------------------------------------
+@T.prim_func(s_tir=True)
+def param_scratch(A: T.Buffer((64, 8), "float32"), S: T.Buffer((8,), "float32"), C: T.Buffer((64, 8), "float32")):
+    for i in T.serial(64):
+        with T.sblock("body"):
+            for j in range(8):
+                with T.sblock("load"):
+                    S[j] = A[i, j] * T.float32(2)
+            for j in range(8):
+                with T.sblock("use"):
+                    C[i, j] = S[j] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def outer_scratch_read_after(A: T.Buffer((64, 8), "float32"), C: T.Buffer((64, 8), "float32"),
+                             D: T.Buffer((8,), "float32")):
+    with T.sblock("root"):
+        S = T.sblock_alloc_buffer((8,), "float32", scope="shared")
+        for i in T.serial(64):
+            with T.sblock("body"):
+                for j in range(8):
+                    with T.sblock("load"):
+                        S[j] = A[i, j] * T.float32(2)
+                for j in range(8):
+                    with T.sblock("use"):
+                        C[i, j] = S[j] + T.float32(1)
+        for j in range(8):
+            with T.sblock("after"):
+                D[j] = S[j]
+
+
+@T.prim_func(s_tir=True)
+def alias_scratch(A: T.Buffer((64, 8), "float32"), S: T.Buffer((8,), "float32"), C: T.Buffer((64, 8), "float32")):
+    # the parameter scratch buffer written through a match_buffer alias
+    for i in T.serial(64):
+        with T.sblock("body"):
+            with T.sblock("load"):
+                SS = T.match_buffer(S[0:8], (8,), "float32")
+                for j in range(8):
+                    SS[j] = A[i, j] * T.float32(2)
+            for j in range(8):
+                with T.sblock("use"):
+                    C[i, j] = S[j] + T.float32(1)
+
+
+def _run_func(func, sch_mod):
+    rng = np.random.default_rng(1)
+    params = {"param_scratch": [(64, 8), (8,), (64, 8)], "outer_scratch_read_after": [(64, 8), (64, 8), (8,)],
+              "alias_scratch": [(64, 8), (8,), (64, 8)]}
+    shapes = params[func.attrs["global_symbol"]]
+    args = [rng.integers(-4, 5, size=s).astype("float32") for s in shapes]
+    return tir_gen.run_llvm(func, args), tir_gen.run_llvm(sch_mod, args)
+
+
+@pytest.mark.parametrize("func", [param_scratch, outer_scratch_read_after, alias_scratch],
+                         ids=["parameter", "outer+read-after", "match_buffer alias"])
+def test_scratch_buffer_tvm_does_not_version_is_never_miscompiled(func):
+    sch = tvm.s_tir.Schedule(func)
+    plan = auto_pipeline(sch, "i", "sm_80")
+    ref, out = _run_func(func, sch.mod)
+    assert _wrong(out, ref) == 0, f"{_wrong(out, ref)} of {sum(r.size for r in ref)} outputs wrong: {plan.outcome}"
+    # the hazard is in the dependences, so the load and its use share a stage
+    assert plan.annotation.stages[0] == plan.annotation.stages[1]
+    assert (1, 0, 1) in statement_deps(plan.extraction.graph)
+
+
+@pytest.mark.parametrize("func", [param_scratch, outer_scratch_read_after], ids=["parameter", "outer+read-after"])
+def test_hand_annotation_that_breaks_a_war_hazard_is_illegal(func):
+    sch = tvm.s_tir.Schedule(func)
+    loop = sch.get_loops(sch.get_sblock("body"))[-1]
+    sch.annotate(loop, STAGE, [0, 1])
+    sch.annotate(loop, ORDER, [0, 1])
+    with pytest.raises(InputError, match="overwrites a buffer .* TVM does not multi-version it"):
+        evaluate_annotation(sch, loop, "sm_80")
+
+
+def test_scratch_allocated_in_the_loop_is_still_pipelined():
+    """TVM versions an outer allocation used only in the loop (it moves it inside): no hazard edge."""
+
+    @T.prim_func(s_tir=True)
+    def outer_only(A: T.Buffer((64, 8), "float32"), C: T.Buffer((64, 8), "float32")):
+        with T.sblock("root"):
+            S = T.sblock_alloc_buffer((8,), "float32", scope="shared")
+            for i in T.serial(64):
+                with T.sblock("body"):
+                    for j in range(8):
+                        with T.sblock("load"):
+                            S[j] = A[i, j] * T.float32(2)
+                    for j in range(8):
+                        with T.sblock("use"):
+                            C[i, j] = S[j] + T.float32(1)
+
+    sch = tvm.s_tir.Schedule(outer_only)
+    ex = extract_loop(sch, "i", "sm_80")
+    assert statement_deps(ex.graph) == [(0, 1, 0)]
+
+
+def test_regression_trailing_write_of_a_compacted_tile(monkeypatch):
+    """Found by the slow run: T0[i, j] allocated outside but used only in the loop is moved inside and
+    compacted by TVM (one version per iteration), and s2's trailing write of it overtook s1's read."""
+    spec = tir_gen.LoopSpec(trip=2, width=4, tiles=(tir_gen.Tile("T0", "outer", "global", True),
+                                                     tir_gen.Tile("T1", "param", "global", False)),
+                            stmts=(tir_gen.Stmt("T0", ("A",), 0), tir_gen.Stmt("T1", ("A", "T0"), 1),
+                                   tir_gen.Stmt("T0", ("T1",), 0), tir_gen.Stmt("C", ("A",), 0)))
+    for seed in range(20):
+        check_direct(spec, seed)
+    assert check_auto(spec, 16, monkeypatch) != "refused"
+
+
+# -- pipeline depth (max_stages) and short loops ---------------------------------------------
+@T.prim_func(s_tir=True)
+def deep_copy(A: T.Buffer((64, 8), "float32"), C: T.Buffer((64, 8), "float32")):
+    # a 500-cycle DRAM latency over a one-unit body: the optimum at the smallest II needs 33 stages
+    for i in T.serial(64):
+        with T.sblock("body"):
+            S = T.sblock_alloc_buffer((8,), "float32", scope="shared")
+            for j in range(8):
+                with T.sblock("load"):
+                    S[j] = A[i, j]
+            for j in range(8):
+                with T.sblock("use"):
+                    C[i, j] = S[j] * T.float32(2) + T.float32(1)
+
+
+def _same_on_cpu(func, sch):
+    args = [np.arange(512, dtype="float32").reshape(64, 8), np.zeros((64, 8), "float32")]
+    return _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(func, args)) == 0
+
+
+@pytest.mark.parametrize("max_stages, expect", [(64, 33), (None, 8), (3, 3)])
+def test_max_stages_bounds_the_plan(max_stages, expect):
+    sch = tvm.s_tir.Schedule(deep_copy)
+    plan = auto_pipeline(sch, "i", "sm_80", max_stages=max_stages)
+    assert plan.applied and _same_on_cpu(deep_copy, sch)
+    if max_stages == 64:
+        assert plan.annotation.num_stages == expect and plan.schedule.ii == 1
+        assert "33 stage(s): what the latencies need at the optimal II 1" in plan.explain()
+    else:
+        assert 2 <= plan.annotation.num_stages <= expect and plan.schedule.ii > 1
+        assert f"needs 33 stages at II 1 (16 cycles); bounded to {expect}" in plan.explain()
+
+
+def test_max_stages_one_leaves_the_loop_alone():
+    sch = tvm.s_tir.Schedule(deep_copy)
+    plan = auto_pipeline(sch, "i", "sm_80", max_stages=1)
+    assert not plan.applied and "max_stages = 1 keeps the loop unpipelined" in plan.explain()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_max_stages_is_validated(bad):
+    with pytest.raises(InputError, match="max_stages must be an integer >= 1"):
+        auto_pipeline(tvm.s_tir.Schedule(deep_copy), "i", "sm_80", max_stages=bad)
+
+
+@T.prim_func(s_tir=True)
+def short_chain(A: T.Buffer((2,), "float32"), E: T.Buffer((2,), "float32")):
+    # TVM's test_less_loop_than_num_stage (PR 17579): 2 iterations, a 4-statement chain
+    for i in T.serial(0, 2):
+        with T.sblock("compute"):
+            B = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            C = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            D = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            with T.sblock():
+                B[0] = A[i] * T.float32(2)
+            with T.sblock():
+                C[0] = B[0] + T.float32(3)
+            with T.sblock():
+                D[0] = C[0] + T.float32(4)
+            with T.sblock():
+                E[i] = D[0] + T.float32(5)
+
+
+@pytest.mark.parametrize("stages", [(0, 1, 2, 3), (0, 0, 2, 2), (0, 3, 3, 3)])
+def test_trip_count_below_stage_count_runs_correctly_in_tvm(stages):
+    """TVM 0.27 guards prologue and epilogue when the trip count is below the stage count."""
+    sch = tvm.s_tir.Schedule(short_chain)
+    apply_annotation(sch, sch.get_loops(sch.get_sblock("compute"))[-1],
+                     PipelineAnnotation(stages, (0, 1, 2, 3)))
+    args = [np.array([3, -5], "float32"), np.zeros(2, "float32")]
+    assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(short_chain, args)) == 0
+
+
+def test_short_loop_plan_stays_within_its_trip_count():
+    sch = tvm.s_tir.Schedule(short_chain)
+    plan = auto_pipeline(sch, "i", "sm_80")
+    assert plan.annotation.num_stages <= 2
+    args = [np.array([3, -5], "float32"), np.zeros(2, "float32")]
+    assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(short_chain, args)) == 0
+    assert "trip count 2" in plan.explain()
