@@ -29,6 +29,7 @@ warp role; the II is a throughput figure in the graph's time unit
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, replace
 
 from .errors import InputError, UnsupportedLoopError
@@ -37,6 +38,7 @@ from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, p
 from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict, rec_mii,
                     res_mii, resource_bottleneck)
 from .model.pipeline import PipelineAnnotation
+from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation, async_waits,
                          buffer_versions, legality_violations, refine, restore_annotation)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, check_max_stages, default_max_stages
@@ -114,6 +116,8 @@ class PipelinePlan:
     options: AutoPipelineOptions = AutoPipelineOptions()
     depth: str = ""
     solved_graph: Graph | None = None
+    #: One line per caveat of the plan (cost normalization that distorts ratios by more than 10%).
+    warnings: tuple[str, ...] = ()
 
     @property
     def graph(self) -> Graph:
@@ -144,8 +148,18 @@ class PipelinePlan:
         return sum(b for _, b in self.shared_memory.values())
 
     def explain(self) -> str:
-        """Why these stages, and what limits the II (plain text)."""
+        """Why these stages, and what limits the II (plain text; times in machine cycles)."""
         return _explain(self)
+
+    def plot(self, path):
+        """Draw the plan (reservation table, pipelined timeline, dependence graph; times in machine
+        cycles) to ``path`` (.png, .svg, .pdf); returns the path.  Needs matplotlib."""
+        from .plot import plot_schedule  # matplotlib only when asked
+        return plot_schedule(self.schedule, self.solved_graph or self.graph, self.machine, path,
+                             cycles_per_unit=self.quantum,
+                             title=f"auto_pipeline: loop '{self.loop}' for {self.arch} (machine "
+                                   f"{self.machine.name}): II = {self.ii_cycles} cycles, stages "
+                                   f"{list(self.annotation.stages)}")
 
     def graph_json(self) -> str:
         """The graph in ``tvm-twill-graph/1`` JSON, with the single-role machine inline."""
@@ -280,13 +294,17 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
+    caveat = normalization_warning(sched)
+    if caveat:
+        warnings.warn(f"auto_pipeline: loop '{ex.loop}': {caveat}", stacklevel=3)
     waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
-                        outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved)
+                        outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
+                        warnings=(caveat,) if caveat else ())
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         return replace(plan, outcome=(
-            f"not applied: the optimal schedule (II {sched.ii} units) keeps every statement of '{ex.loop}' in "
-            "one stage in program order, which is what the loop already does; annotating would change nothing"))
+            f"not applied: the optimal schedule (II {sched.ii * ex.quantum} cycles) keeps every statement of "
+            f"'{ex.loop}' in one stage in program order, which is what the loop already does; annotating would change nothing"))
     if not opts.apply:
         return replace(plan, outcome="not applied: apply=False (call transforms.apply_annotation to write it)")
     previous = read_annotation(ref.node)
@@ -374,8 +392,8 @@ def _explain(plan: PipelinePlan) -> str:
     q = plan.quantum
     m = plan.machine
     L = [f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
-         f"'{m.name}', single warp role (TVM s_tir pipelines have no warp specialization); "
-         f"1 time unit = {q} cycles"]
+         f"'{m.name}', one role: {role_name(0, m)} runs every statement (TVM s_tir pipelines have no warp "
+         f"specialization); times in machine cycles (the model counts in units of {q} cycles)"]
     for inner in plan.inner:
         L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
                  f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")
@@ -383,17 +401,17 @@ def _explain(plan: PipelinePlan) -> str:
     for st in ex.stmts:
         op = g.ops[st.index]
         p = s.ops[st.name]
-        L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles} units on "
-                 f"{'+'.join(st.units) or 'nothing'}; issue time {p.time} -> stage {ann.stages[st.index]}, "
+        L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles * q} cycles on "
+                 f"{'+'.join(st.units) or 'nothing'}; issues at cycle {p.time * q} -> stage {ann.stages[st.index]}, "
                  f"order {ann.orders[st.index]}")
     gs = plan.solved_graph or g  # the bounds of what was solved (with a stage bound's constraints)
     res, rec = res_mii(gs, m), rec_mii(gs)
-    L.append(f"II = {s.ii} units = {s.ii * q} cycles per iteration "
-             f"({'optimal' if s.optimal else 'best found'}); lower bounds: ResMII {res}, RecMII {rec}")
+    L.append(f"II = {s.ii * q} cycles per iteration ({'optimal' if s.optimal else 'best found'}); lower bounds: "
+             f"ResMII {res * q} cycles, RecMII {rec * q} cycles")
     if s.ii == res:
         unit, total, cap = resource_bottleneck(gs, m)
         users = [op.name for op in g.ops if op.usage(unit)]
-        L.append(f"what limits the II: resources - unit {unit} is busy {total} of every {s.ii} units "
+        L.append(f"what limits the II: resources - unit {unit} is busy {total * q} of every {s.ii * q} cycles "
                  f"(capacity {cap}), used by {', '.join(users)}")
     elif s.ii == rec:
         cyc = critical_recurrence(gs) or []
@@ -418,7 +436,7 @@ def _explain(plan: PipelinePlan) -> str:
         if e.distance == 0 and ann.stages[b] > ann.stages[a]:
             lifted = True
             L.append(f"  {e.dst} runs {ann.stages[b] - ann.stages[a]} stage(s) after {e.src}: it needs "
-                     f"{e.delay} units ({e.delay * q} cycles) after {e.src} issues, and II is {s.ii} units")
+                     f"{e.delay * q} cycles after {e.src} issues, and II is {s.ii * q} cycles")
     if not lifted:
         L.append("  every dependence fits within one stage at this II")
     smem = plan.shared_memory
@@ -434,5 +452,6 @@ def _explain(plan: PipelinePlan) -> str:
     else:
         L.append("no async stage (no stage consists only of cp.async-capable copies)")
     L.append(f"annotations: {plan.annotations}")
+    L.extend(f"warning: {w}" for w in plan.warnings)
     L.append(f"result: {plan.outcome}")
     return "\n".join(L)
