@@ -327,11 +327,12 @@ def _bound_depth(ex, sched, ann, ms, opts, solve):
         cap = default_max_stages(ex.trip_count)
     n = ann.num_stages
     if n <= cap:
-        return sched, ann, None, (f"{n} stage(s): what the latencies need at the optimal II {sched.ii} "
+        return sched, ann, None, (f"{n} stage(s): what the latencies need at the optimal II {sched.ii * ex.quantum} cycles "
                                   f"(the shortest schedule at that II), within {why} = {cap}")
     if cap == 1:
         flat = PipelineAnnotation((0,) * len(ann.stages), tuple(range(len(ann.stages))))
-        return sched, flat, None, (f"the optimal schedule needs {n} stages at II {sched.ii}; {why} = 1 keeps the "
+        return sched, flat, None, (f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; {why} = 1 "
+                                   "keeps the "
                                    "loop unpipelined")
     graph = ex.graph
     linked = {e.src for e in graph.edges} | {e.dst for e in graph.edges}
@@ -342,9 +343,9 @@ def _bound_depth(ex, sched, ann, ms, opts, solve):
     if a2.num_stages > cap:  # pragma: no cover - the added edges make it impossible
         raise UnsupportedLoopError(f"loop '{ex.loop}': could not bound the pipeline to {cap} stages")
     return s2, a2, bounded, (
-        f"the optimal schedule needs {n} stages at II {sched.ii} ({sched.ii * ex.quantum} cycles); bounded to "
+        f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; bounded to "
         f"{cap} by {why}: re-solved with every pair of dependent statements within {cap} stages "
-        f"(transforms.depth), {a2.num_stages} stage(s) at II {s2.ii} ({s2.ii * ex.quantum} cycles)")
+        f"(transforms.depth), {a2.num_stages} stage(s) at II {s2.ii * ex.quantum} cycles")
 
 
 # -- evaluate_annotation --------------------------------------------------------
