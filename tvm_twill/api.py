@@ -304,7 +304,8 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         return replace(plan, outcome=(
             f"not applied: the optimal schedule (II {sched.ii * ex.quantum} cycles) keeps every statement of "
-            f"'{ex.loop}' in one stage in program order, which is what the loop already does; annotating would change nothing"))
+            f"'{ex.loop}' in one stage in program order, which is what the loop already does; annotating "
+            "would change nothing"))
     if not opts.apply:
         return replace(plan, outcome="not applied: apply=False (call transforms.apply_annotation to write it)")
     previous = read_annotation(ref.node)
