@@ -223,7 +223,12 @@ def warp_roles(schedule, graph, machine) -> str:
         vl = any(graph.op(n).variable_latency for n in names)
         rows.append([role_name(w, machine) + (" (variable latency)" if vl else ""),
                      f"{peaks[w]}/{machine.regs_per_thread_max}", ", ".join(names)])
-    return "warp roles (role k of the ops table)\n" + table(["role", "regs", "ops"], rows)
+    threads = machine.warps_per_group * 32
+    held = sum(peaks[w] for w in schedule.warps_used()) * threads
+    verdict = "fits" if held <= machine.regs_per_sm else "exceeds it: not every role can hold its peak at once"
+    budget = (f"register file: the roles' peaks x {threads} threads each = {held} of {machine.regs_per_sm} "
+              f"registers per SM ({verdict})")
+    return "warp roles (role k of the ops table)\n" + table(["role", "regs", "ops"], rows) + "\n" + budget
 
 
 def _copies(schedule) -> int:

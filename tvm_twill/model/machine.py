@@ -59,8 +59,13 @@ class CostModel:
     tc_flops_per_clock: int      # dense fp16/bf16 FLOP per clock per SM
     mufu_per_clock: int          # ex2 results per clock per SM
     fma_per_clock: int           # fp32 FMA results per clock per SM
-    hbm_bytes_per_clock: float   # DRAM bandwidth / (SMs x clock)
+    hbm_bytes_per_s: float       # DRAM bandwidth of the whole GPU, bytes per second
     smem_bytes_per_clock: int = 128  # shared-memory bandwidth per SM (32 banks x 4 B)
+
+    @property
+    def hbm_bytes_per_clock(self) -> float:
+        """The DRAM bandwidth one SM gets per clock: bandwidth / (SMs x clock), to 2 decimals."""
+        return round(self.hbm_bytes_per_s / (self.sms * self.clock_ghz * 1e9), 2)
 
 
 @dataclass(frozen=True)
@@ -132,19 +137,19 @@ BUILTIN_MACHINES: dict[str, Machine] = {
         costs=CostModel(arch="sm_80", sms=108, clock_ghz=1.41, tc_flops_per_clock=2048,
                         mufu_per_clock=16, fma_per_clock=64,
                         # 1.555e12 B/s / (108 SMs x 1.41e9 clk/s)
-                        hbm_bytes_per_clock=round(1.555e12 / (108 * 1.41e9), 2))),
+                        hbm_bytes_per_s=1.555e12)),
     "h100": Machine(
         name="h100", units=_UNITS, smem_bytes=227 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_90a", sms=132, clock_ghz=1.83, tc_flops_per_clock=4096,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 3.35e12 B/s / (132 SMs x 1.83e9 clk/s) ~ 14 B/clk
-                        hbm_bytes_per_clock=round(3.35e12 / (132 * 1.83e9), 2))),
+                        hbm_bytes_per_s=3.35e12)),
     "b200": Machine(
         name="b200", units=_UNITS, smem_bytes=227 * 1024, tmem_bytes=128 * 512 * 4,
         costs=CostModel(arch="sm_100a", sms=148, clock_ghz=1.85, tc_flops_per_clock=8192,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 8e12 B/s / (148 SMs x 1.85e9 clk/s)
-                        hbm_bytes_per_clock=round(8.0e12 / (148 * 1.85e9), 2))),
+                        hbm_bytes_per_s=8.0e12)),
 }
 
 
@@ -156,25 +161,25 @@ BUILTIN_MACHINES.update({
         costs=CostModel(arch="sm_86", sms=84, clock_ghz=1.74, tc_flops_per_clock=1024,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 696e9 B/s / (84 SMs x 1.74e9 clk/s)
-                        hbm_bytes_per_clock=round(696e9 / (84 * 1.74e9), 2))),
+                        hbm_bytes_per_s=696e9)),
     "orin": Machine(
         name="orin", units=_AMPERE_UNITS, smem_bytes=163 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_87", sms=16, clock_ghz=1.3, tc_flops_per_clock=2048,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 204.8e9 B/s LPDDR5 (shared with the CPU) / (16 SMs x 1.3e9 clk/s)
-                        hbm_bytes_per_clock=round(204.8e9 / (16 * 1.3e9), 2))),
+                        hbm_bytes_per_s=204.8e9)),
     "l40s": Machine(
         name="l40s", units=_AMPERE_UNITS, smem_bytes=99 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_89", sms=142, clock_ghz=2.52, tc_flops_per_clock=1024,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 864e9 B/s / (142 SMs x 2.52e9 clk/s)
-                        hbm_bytes_per_clock=round(864e9 / (142 * 2.52e9), 2))),
+                        hbm_bytes_per_s=864e9)),
     "rtx5090": Machine(
         name="rtx5090", units=_UNITS, smem_bytes=99 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_120", sms=170, clock_ghz=2.41, tc_flops_per_clock=1024,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 1.792e12 B/s / (170 SMs x 2.41e9 clk/s)
-                        hbm_bytes_per_clock=round(1.792e12 / (170 * 2.41e9), 2))),
+                        hbm_bytes_per_s=1.792e12)),
 })
 
 #: Compute capability -> built-in machine, and the arch suffixes each accepts
