@@ -35,6 +35,7 @@ incumbent is an upper bound only.
 """
 from __future__ import annotations
 
+import random
 import time as _time
 from dataclasses import dataclass
 
@@ -42,6 +43,8 @@ from ..model import check, make_schedule
 
 #: IMS placement budget per op (Rau's BudgetRatio).
 BUDGET_RATIO = 6
+#: Seeded restarts (jittered priorities, shuffled role order) after the fixed seeds.
+RESTARTS = 6
 #: Register-repair rounds per warp seed.
 REPAIR_ROUNDS = 4
 
@@ -116,6 +119,9 @@ def warp_candidates(graph, machine) -> list[tuple[str, dict]]:
     dyn = {n: tuple(range(K)) for n in fixed}
     seeds.append(("greedy roles", dict(base), dyn, False))
     seeds.append(("greedy roles, register budget", dict(base), dyn, True))
+    seeds.append(("greedy roles, fewest spills", dict(base), dyn, "spills"))
+    for i in range(RESTARTS):
+        seeds.append((f"greedy roles, restart {i}", dict(base), dyn, ("restart", i)))
     add("components", lambda n: comp_of[n])
     add("units", lambda n: units.index(graph.op(n).unit))
     add("component x unit", lambda n: (comp_of[n], graph.op(n).unit))
@@ -149,7 +155,8 @@ def _heights(graph, machine, ii, warps) -> dict | None:
 
 
 def modulo_schedule(graph, machine, ii: int, warps: dict, *, cross_warp_sync: bool = False,
-                    choices: dict | None = None, reg_budget: bool = False):
+                    choices: dict | None = None, reg_budget: bool = False, spill_first: bool = False,
+                    perturb: int | None = None):
     """(times, warps) meeting rules 1-4 at ``ii``, or None (IMS, see the module doc).
 
     ``warps`` fixes ops' roles; an op in ``choices`` (op -> candidate roles)
@@ -176,7 +183,13 @@ def modulo_schedule(graph, machine, ii: int, warps: dict, *, cross_warp_sync: bo
     if h is None:
         return None
     idx = {n: i for i, n in enumerate(names)}
-    rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-h[n], idx[n])))}
+    if perturb is None:
+        rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-h[n], idx[n])))}
+    else:  # a seeded restart: heights jittered by up to ii/4, candidate roles shuffled
+        rnd = random.Random(perturb)
+        jitter = {n: rnd.randrange(max(1, ii // 4)) for n in names}
+        rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-h[n] - jitter[n], idx[n])))}
+        choices = {n: tuple(rnd.sample(c, len(c))) for n, c in choices.items()}
     mrt = {u: [0] * ii for u in cap}
     occupant = {u: [[] for _ in range(ii)] for u in cap}
     t: dict = {}
@@ -239,7 +252,7 @@ def modulo_schedule(graph, machine, ii: int, warps: dict, *, cross_warp_sync: bo
                 continue
             over = reg_budget and regs[n] and sum(regs[o] for o in t if w[o] == k) + regs[n] > limit
             spills = sum(1 for e in ins[n] if e.src in t and w[e.src] != k)
-            key = (bool(over), time, spills, pos)
+            key = (bool(over), spills, time, pos) if spill_first else (bool(over), time, spills, pos)
             if best is None or key < best[0]:
                 best = (key, k, time)
         if best is not None:
@@ -311,8 +324,11 @@ def try_ii(graph, machine, ii: int, *, cross_warp_sync: bool = False, seeds=None
     for name, warps, choices, reg_budget in (seeds if seeds is not None else warp_candidates(graph, machine)):
         warps = dict(warps)
         for round_ in range(REPAIR_ROUNDS + 1):
+            restart = reg_budget[1] if isinstance(reg_budget, tuple) else None
             r = modulo_schedule(graph, machine, ii, warps, cross_warp_sync=cross_warp_sync,
-                                choices=choices if round_ == 0 else None, reg_budget=reg_budget)
+                                choices=choices if round_ == 0 else None, reg_budget=reg_budget is True,
+                                spill_first=reg_budget == "spills",
+                                perturb=None if restart is None else ii * 7919 + restart)
             if r is None:
                 break
             times, warps = r
