@@ -18,6 +18,12 @@ same graphs:
   accumulation per TC op, registers that fit three warp roles; seeded
   ``random.Random(seed)``.
 
+* ``tight_graph(n, seed)``: ``random_graph`` with three times the
+  registers on an H100 with two warp roles (one producer, one consumer):
+  register pressure and blocking waits then decide ii, often above the
+  resource and recurrence bounds, so the exact search has refutations to
+  prove (and some of these graphs have no schedule at all).
+
 ``scale_suite()`` is the benchmark's list: (name, family, graph).
 """
 from __future__ import annotations
@@ -27,7 +33,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
-from tvm_twill.model import Edge, Graph, Op, load_graph
+from tvm_twill.model import Edge, Graph, Op, get_machine, load_graph
 
 GRAPHS = Path(__file__).resolve().parents[1] / "tvm_twill" / "data" / "graphs"
 
@@ -96,6 +102,13 @@ def random_graph(n: int, seed: int, machine: str = "h100") -> Graph:
     return Graph(f"random{n}_s{seed}", tuple(ops), tuple(edges), machine=machine, normalize=True)
 
 
+def tight_graph(n: int, seed: int) -> Graph:
+    """``random_graph`` with 3x the registers on a two-role H100 (see the module docstring)."""
+    g = random_graph(n, seed)
+    m = replace(get_machine("h100"), name="h100_2roles", warp_groups=2)
+    return g.replace(name=f"tight{n}_s{seed}", ops=tuple(replace(o, regs=3 * o.regs) for o in g.ops), machine=m)
+
+
 def scale_suite(sizes=(10, 20, 30, 40)) -> list[tuple[str, str, Graph]]:
     """(name, family, graph) of the scale benchmark, in a fixed order."""
     fwd = load_graph(GRAPHS / "fa_fwd_hopper_measured.json")
@@ -120,4 +133,7 @@ def scale_suite(sizes=(10, 20, 30, 40)) -> list[tuple[str, str, Graph]]:
             out.append((s.name, "fa sub-tiled", s))
         r = random_graph(n, seed=n)
         out.append((r.name, "random", r))
+        for seed in (1, 2):
+            t = tight_graph(n, seed)
+            out.append((t.name, "tight", t))
     return out

@@ -315,6 +315,23 @@ def _warp_pressure(graph, machine, ii, times, warps):
     return worst
 
 
+def register_peak(graph, ii: int, times: dict, warps: dict) -> int:
+    """The largest per-warp register pressure of a schedule over the steady state (rule 5's measure)."""
+    live = {}
+    for o in graph.ops:
+        ends = [times[e.dst] + e.distance * ii for e in graph.out_edges(o.name)]
+        if ends and o.regs and max(ends) > times[o.name]:
+            live[o.name] = (times[o.name], max(ends))
+    peak = 0
+    for r in sorted({s % ii for s, _ in live.values()}):
+        per: dict = {}
+        for n, (s, e) in live.items():
+            cnt = (e - s) // ii + (1 if (r - s) % ii < (e - s) % ii else 0)
+            per[warps[n]] = per.get(warps[n], 0) + cnt * graph.op(n).regs
+        peak = max([peak] + list(per.values()))
+    return peak
+
+
 def try_ii(graph, machine, ii: int, *, cross_warp_sync: bool = False, seeds=None):
     """A checked (times, warps, seed name) at ``ii``, or None."""
     W = machine.warp_groups
@@ -353,16 +370,18 @@ def try_ii(graph, machine, ii: int, *, cross_warp_sync: bool = False, seeds=None
     return None
 
 
-def incumbent(graph, machine, lb: int, max_ii: int, *, deadline: float | None = None,
+def incumbent(graph, machine, lb: int, max_ii: int, *, stop=None,
               cross_warp_sync: bool = False) -> Incumbent | None:
-    """The heuristic's best schedule with ii in [lb, max_ii], or None (see the module doc)."""
+    """The heuristic's best schedule with ii in [lb, max_ii], or None (see the module doc).
+
+    ``stop``: a callable; when it returns true the walk ends with what it has."""
     start = _time.perf_counter()
     seeds = warp_candidates(graph, machine)
     if not seeds:
         return None
 
     def out_of_time():
-        return deadline is not None and _time.perf_counter() > deadline
+        return stop is not None and stop()
 
     found = None
     failed = lb - 1
