@@ -190,19 +190,41 @@ def test_anytime_answer_is_valid_and_its_bound_sound(g, n):
         assert any(a.result == "timeout" and a.ii == lb for a in s.attempts)
 
 
-def test_anytime_answer_when_the_exact_search_is_out_of_time(monkeypatch):
-    # a graph whose heuristic misses the lower bound on a one-consumer-role machine
+def _gap_graph():
+    # one role, a recurrence and two 128-register values: lb = 4, the heuristic finds 5 = the optimum
     g = Graph("gap", (Op("a", 2, "TC", regs=128), Op("b", 1, "ALU", regs=128), Op("c", 2, "TC")),
               (Edge("a", "b", 2), Edge("b", "c", 1), Edge("c", "a", 1, distance=1)), normalize=False)
-    m = Machine("one", units={"TC": 1, "ALU": 1}, warp_groups=1, regs_per_thread_max=255)
+    return g, Machine("one", units={"TC": 1, "ALU": 1}, warp_groups=1, regs_per_thread_max=255)
+
+
+def test_anytime_answer_when_the_exact_search_is_out_of_time(monkeypatch):
+    g, m = _gap_graph()
     exact = solve(g, m, options=SolveOptions(heuristic=False))
-    inc = incumbent(g, m, _lb(g, m), 50)
+    assert (exact.ii, exact.optimal, _lb(g, m)) == (5, True, 4)
     monkeypatch.setattr(search, "JointProblem", _Clock(0))
     s = solve(g, m)
     assert check(s, g, m) == []
-    assert s.ii == inc.ii >= exact.ii
-    assert s.lower_bound.ii == _lb(g, m) <= exact.ii
-    assert s.optimal == (inc.ii == _lb(g, m))
+    assert (s.ii, s.optimal, s.lower_bound.ii) == (5, False, 4)
+    assert [a.result for a in s.attempts] == ["sat", "timeout"]
+    monkeypatch.setattr(search, "JointProblem", _Clock(1))  # ii=4 refuted, then out of time
+    s = solve(g, m)
+    assert (s.ii, s.optimal, s.lower_bound.ii) == (5, True, 5)
+
+
+def test_cli_prints_the_gap_and_exits_0(monkeypatch, tmp_path, capsys):
+    from tvm_twill import cli
+    from tvm_twill.model import dump, graph_to_dict, load_schedule, machine_to_dict
+    g, m = _gap_graph()
+    dump(graph_to_dict(g.replace(machine=m)), tmp_path / "g.json")
+    monkeypatch.setattr(search, "JointProblem", _Clock(0))
+    code = cli.main(["solve", str(tmp_path / "g.json"), "--quiet", "--json", str(tmp_path / "s.json")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert err.count("\n") == 1 and "not proven optimal: gap 20.0%" in err
+    s = load_schedule(tmp_path / "s.json")
+    assert (s.ii, s.optimal, s.lower_bound.ii) == (5, False, 4)
+    monkeypatch.undo()
+    assert cli.main(["check", str(tmp_path / "g.json"), str(tmp_path / "s.json")]) == 0
 
 
 def test_no_incumbent_and_no_time_is_a_timeout(monkeypatch):
