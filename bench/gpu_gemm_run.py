@@ -1,6 +1,6 @@
 """Run TVM-generated GEMM kernels on a GPU without TVM (GPU-machine half of the GEMM benchmark).
 
-The TVM wheel is too large to carry to the GPU machine, so ``bench/gemm_export.py``
+The TVM wheel is too large to carry to the GPU machine, so ``bench/gemm_gpu.py --export``
 compiles the kernels with TVM here and writes their CUDA source and launch
 configuration; this script (CuPy + torch + nvcc, which the GPU machine has)
 builds each with ``nvcc -cubin``, launches it on torch tensors, checks the

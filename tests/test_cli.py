@@ -193,15 +193,53 @@ def test_interrupt_exits_130(monkeypatch, capsys):
     monkeypatch.setattr(cli, "cmd_machines", interrupted)
     code, _, err = run(["machines"], capsys)
     assert code == 130
-    assert_one_line_error(err, r"interrupted")
+    assert err == "tvm-twill: interrupted\n"
 
 
-def test_bugs_keep_their_traceback(monkeypatch):
+def test_bugs_are_one_internal_error_line_exit_4(monkeypatch, capsys):
     def broken(args):
         raise RuntimeError("a genuine bug")
     monkeypatch.setattr(cli, "cmd_machines", broken)
+    monkeypatch.delenv("TVM_TWILL_DEBUG", raising=False)
+    code, _, err = run(["machines"], capsys)
+    assert code == 4 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("tvm-twill: internal error: RuntimeError: a genuine bug") and "please report" in err
+
+
+def test_bugs_keep_their_traceback_with_tvm_twill_debug(monkeypatch):
+    def broken(args):
+        raise RuntimeError("a genuine bug")
+    monkeypatch.setattr(cli, "cmd_machines", broken)
+    monkeypatch.setenv("TVM_TWILL_DEBUG", "1")
     with pytest.raises(RuntimeError, match="a genuine bug"):
         cli.main(["machines"])
+
+
+def test_version(capsys):
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and out.startswith("tvm-twill 0.")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e300"])
+def test_non_finite_or_negative_time_limit_exits_2(value, capsys):
+    code, _, err = run(["example", "fa_fig1", f"--time-limit={value}"], capsys)
+    assert code == 2
+    assert_one_line_error(err, r"--time-limit must be > 0 seconds")
+
+
+def test_check_refuses_a_schedule_of_another_machine(tmp_path, capsys):
+    graph = write(tmp_path, "g.json", graph_doc())
+    out = str(tmp_path / "s.json")
+    assert run(["solve", graph, "--json", out], capsys)[0] == 0
+    code, _, err = run(["check", graph, out, "--machine", "b200"], capsys)
+    assert code == 2
+    assert_one_line_error(err, r"schedule for machine 'h100', but --machine names machine 'b200'")
+    doc = json.loads(Path(out).read_text())
+    doc["machine"] = "a100"
+    bad = write(tmp_path, "s2.json", doc)
+    code, _, err = run(["check", graph, bad], capsys)
+    assert code == 2
+    assert_one_line_error(err, r"schedule for machine 'a100', but .*g\.json names machine 'h100'")
 
 
 def _subprocess(args, **kw):

@@ -7,25 +7,47 @@
     tvm-twill example [NAME] [same options as solve]
     tvm-twill check GRAPH.json SCHEDULE.json [--machine NAME|FILE] [--cross-warp-sync]
     tvm-twill machines
+    tvm-twill --version
 
-Exit status: 0 success; 1 ``check`` found violations; 2 invalid input (one
-line ``tvm-twill: error: ...`` on stderr); 3 no schedule (infeasible, with
-the constraint family that rules it out, or out of time); 130 interrupted.
-Only tvm_twill's own errors are caught: anything else is a bug and keeps
-its traceback.
+Exit status:
+
+* 0 success (``check``: the schedule is valid);
+* 1 ``check`` found violations (and nothing else ever exits 1);
+* 2 invalid input: a malformed or hostile file, option or argument (one line
+  ``tvm-twill: error: ...`` on stderr);
+* 3 no schedule: infeasible (with the constraint family that rules it out)
+  or out of time (one ``tvm-twill: error: ...`` line);
+* 4 internal error: a bug in tvm_twill (one line ``tvm-twill: internal
+  error: ...`` asking for a report; set ``TVM_TWILL_DEBUG=1`` for the
+  traceback);
+* 130 interrupted (Ctrl-C; one line ``tvm-twill: interrupted``);
+* 141 the reader of stdout went away (a closed pipe); nothing more is printed.
+
+Output is never lost to the terminal's encoding: characters that stdout or
+stderr cannot encode (an ASCII locale) are written as backslash escapes.
 """
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 
-from . import report
+from . import __version__, report
 from .data import example_names, load_example
 from .errors import InfeasibleError, InputError, SolverTimeoutError, TwillError
 from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
                     schedule_to_dict)
 from .solvers import SolveOptions, prepare, solve_prepared
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_INPUT, EXIT_NO_SCHEDULE, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+#: Every status ``main`` returns.
+EXIT_CODES = (EXIT_OK, EXIT_VIOLATIONS, EXIT_INPUT, EXIT_NO_SCHEDULE, EXIT_INTERNAL, EXIT_INTERRUPTED,
+              EXIT_BROKEN_PIPE)
+#: The longest --time-limit: z3 counts its timeout in milliseconds in 32 bits.
+MAX_TIME_LIMIT = 1e6
 
 PROG = "tvm-twill"
 
@@ -40,8 +62,11 @@ def _machine(arg):
 
 
 def _solve_options(args):
-    if args.time_limit <= 0:
-        raise InputError(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
+    t = args.time_limit
+    if not (t > 0):  # NaN too
+        raise InputError(f"--time-limit must be > 0 seconds, got {t:g}")
+    if not math.isfinite(t) or t > MAX_TIME_LIMIT:
+        raise InputError(f"--time-limit must be > 0 seconds and at most {MAX_TIME_LIMIT:g}, got {t:g}")
     return SolveOptions(time_limit=args.time_limit, cross_warp_sync=args.cross_warp_sync,
                         normalize_objective=args.normalize_objective)
 
@@ -57,8 +82,8 @@ def _solve_and_print(graph, args) -> int:
     if args.json:
         try:
             dump(schedule_to_dict(schedule), args.json)
-        except OSError as e:
-            raise InputError(f"cannot write {args.json}: {e.strerror}") from None
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot write {args.json}: {getattr(e, 'strerror', None) or e}") from None
         print(f"\nwrote {args.json}")
     return 0
 
@@ -92,6 +117,12 @@ def cmd_check(args) -> int:
         raise InputError(f"{args.schedule} is a schedule of graph '{schedule.graph}', "
                          f"but {args.graph} is graph '{graph.name}'")
     machine = _machine(args.machine) or graph.machine or get_machine(schedule.machine)
+    machine = get_machine(machine)
+    if machine.name.casefold() != schedule.machine.casefold():
+        where = "--machine" if args.machine else args.graph
+        raise InputError(f"{args.schedule} is a schedule for machine '{schedule.machine}', but {where} "
+                         f"names machine '{machine.name}': check it on the machine it was made for "
+                         f"(--machine)")
     if schedule.normalization is not None or schedule.streaming is not None:
         opts = SolveOptions(
             normalize_bound=(schedule.normalization or {}).get("U", SolveOptions.normalize_bound),
@@ -100,7 +131,6 @@ def cmd_check(args) -> int:
         prepared = prepare(graph.replace(normalize=schedule.normalization is not None), machine, opts)
         graph, machine = prepared.graph, prepared.machine
     else:
-        machine = get_machine(machine)
         graph.validate_for(machine)
     violations = check(schedule, graph, machine, cross_warp_sync=args.cross_warp_sync)
     for v in violations:
@@ -140,10 +170,21 @@ def _add_solve_options(p):
                         "listings get long)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (``tvm-twill: error: ...``), exit status 2."""
+
+    def error(self, message):
+        print(f"{PROG}: error: {_one_line(message)} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(EXIT_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG, description="Optimal software pipelining + warp specialization (Twill) "
-                               "for tile-level loop dependence graphs.")
+                               "for tile-level loop dependence graphs.",
+        epilog="exit status: 0 ok, 1 check found violations, 2 invalid input, 3 no schedule "
+               "(infeasible or out of time), 4 internal error (please report), 130 interrupted")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("solve", help="find the optimal schedule of a graph file and print it")
@@ -169,24 +210,99 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(message: str, limit: int = 2000) -> str:
+    """``message`` on one line: control characters and lone surrogates escaped, length bounded."""
+    out = []
+    for ch in str(message)[: 2 * limit]:
+        o = ord(ch)
+        out.append(ascii(ch)[1:-1] if o < 0x20 or 0x7F <= o < 0xA0 or 0xD800 <= o < 0xE000 else ch)
+    text = "".join(out)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _fail(message: str, code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print(f"{PROG}: error: {_one_line(message)}", file=sys.stderr)
+    return code
+
+
+def _say(line: str) -> None:
+    try:
+        print(f"{PROG}: {_one_line(line)}", file=sys.stderr)
+    except Exception:  # stderr itself is gone: the exit status still tells
+        pass
+
+
+def _escape_unencodable():
+    """Let stdout/stderr write what their encoding cannot (backslash escapes);
+    returns a function that restores them."""
+    undo = []
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        errors = getattr(stream, "errors", None)
+        if reconfigure is None or errors is None:
+            continue
+        try:
+            reconfigure(errors="backslashreplace")
+            undo.append((reconfigure, errors))
+        except Exception:
+            pass
+
+    def restore():
+        for reconfigure, errors in undo:
+            try:
+                reconfigure(errors=errors)
+            except Exception:
+                pass
+    return restore
+
+
+def _run(argv) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, --version (0) and usage errors (2)
+        return e.code if isinstance(e.code, int) else EXIT_INPUT
+    try:
+        code = args.run(args)
+    except InfeasibleError as e:
+        return _fail(f"infeasible ({e.family}): {e}", EXIT_NO_SCHEDULE)
+    except SolverTimeoutError as e:
+        return _fail(f"timed out: {e}", EXIT_NO_SCHEDULE)
+    except TwillError as e:
+        # every deliberate error is about the input or its answer: never 1 (violations)
+        return _fail(str(e), e.exit_code if e.exit_code in (EXIT_INPUT, EXIT_NO_SCHEDULE) else EXIT_INPUT)
+    sys.stdout.flush()
     return code
 
 
 def main(argv=None) -> int:
-    """Run the CLI; return the exit status (see the module docstring)."""
-    args = build_parser().parse_args(argv)
+    """Run the CLI; return the exit status (see the module docstring).
+
+    Never raises (but for ``TVM_TWILL_DEBUG=1``, which lets internal errors
+    through with their traceback)."""
+    restore = _escape_unencodable()
     try:
-        return args.run(args)
-    except InfeasibleError as e:
-        return _fail(f"infeasible ({e.family}): {e}", e.exit_code)
-    except SolverTimeoutError as e:
-        return _fail(f"timed out: {e}", e.exit_code)
-    except TwillError as e:
-        return _fail(str(e), e.exit_code)
+        return _run(argv)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        try:  # the reader left: write nothing more (not even at exit)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except Exception:
+            pass
+        return EXIT_BROKEN_PIPE
+    except Exception as e:  # a bug: one line, unless debugging
+        if os.environ.get("TVM_TWILL_DEBUG", "") not in ("", "0"):
+            raise
+        try:
+            detail = str(e)
+        except Exception:
+            detail = "(no message)"
+        _say(f"internal error: {type(e).__name__}: {detail} -- this is a bug in tvm-twill {__version__}; "
+             "please report it with the command and its input files (TVM_TWILL_DEBUG=1 shows the traceback)")
+        return EXIT_INTERNAL
+    finally:
+        restore()
 
 
 if __name__ == "__main__":

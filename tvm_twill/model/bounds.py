@@ -20,27 +20,32 @@ def rec_mii(graph) -> int:
     """Smallest ii >= 1 with no dependence cycle C where sum(delay) > ii * sum(distance).
 
     Spill costs are not counted: producer and consumer may share a warp."""
-    if not graph.edges:
-        return 1
+    if not any(e.distance for e in graph.edges):
+        return 1  # no loop-carried edge: no recurrence (zero-distance cycles are rejected)
     hi = sum(e.delay for e in graph.edges) + 1
-    if _has_positive_cycle(graph, hi):  # only a zero-distance cycle could do this
+    # Relax edges along the distance-0 order: one Bellman-Ford pass then
+    # carries a value down a whole chain, so passes ~ loop-carried edges on a path.
+    from .schedule import topological_order
+    pos = {n: i for i, n in enumerate(topological_order(graph))}
+    edges = sorted(graph.edges, key=lambda e: (e.distance > 0, pos[e.src]))
+    if _has_positive_cycle(graph, hi, edges):  # only a zero-distance cycle could do this
         raise AssertionError("zero-distance cycles are rejected by Graph.validate")
     lo = 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if _has_positive_cycle(graph, mid):
+        if _has_positive_cycle(graph, mid, edges):
             lo = mid + 1
         else:
             hi = mid
     return lo
 
 
-def _has_positive_cycle(graph, ii: int) -> bool:
+def _has_positive_cycle(graph, ii: int, edges=None) -> bool:
     """Bellman-Ford on weights delay - ii*distance (longest paths)."""
     dist = {n: 0 for n in graph.names}
     for _ in range(len(dist)):
         changed = False
-        for e in graph.edges:
+        for e in graph.edges if edges is None else edges:
             w = dist[e.src] + e.delay - ii * e.distance
             if w > dist[e.dst]:
                 dist[e.dst] = w

@@ -1,12 +1,24 @@
-"""The independent schedule checker: rules 1-6 of shared/spec/formats.md.
+"""The independent schedule checker: rules 1-6 of docs/formats.md.
 
-It shares no code with any solver: it enumerates instances and residues
-directly, so a solver encoding bug shows up here as a Violation.
+It shares no code with any solver.  Its cost does not depend on the
+magnitudes of cycles, delays, distances or ii: every op's reservation and
+every live value is an interval of cycles, and the instances of an interval
+[start, start + length) issued every ii cycles cover each slot r (mod ii)
+``length // ii`` times, plus once on the residue interval
+[start mod ii, start mod ii + length mod ii) (wrapping around).  Per unit,
+warp or memory the load over [0, ii) is therefore piecewise constant with
+breakpoints only at interval ends, and is evaluated segment by segment.  So a
+solver encoding bug shows up here as a Violation.
 ``check`` returns every violation (empty list = valid); ``verify`` raises.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+
+#: A run of slots that break the same rule with the same total is reported
+#: slot by slot up to this many slots, then as one range ``slots a..b``.
+SLOTS_LISTED = 8
 
 RULES = {0: "structure", 1: "dependence", 2: "resources", 3: "variable latency",
          4: "blocking sync", 5: "registers", 6: "memory"}
@@ -38,12 +50,56 @@ def live_intervals(graph, times: dict, ii: int) -> dict:
 
 
 def live_instances(start: int, end: int, ii: int, tau: int) -> int:
-    """How many instances k (start + k*ii <= tau < end + k*ii) are live at time tau."""
+    """How many instances k (start + k*ii <= tau < end + k*ii) are live at time tau.
+
+    k <= (tau - start) / ii and k > (tau - end) / ii: a difference of floors."""
     if end <= start:
         return 0
-    lo = (tau - end) // ii - 1
-    hi = (tau - start) // ii + 1
-    return sum(1 for k in range(lo, hi + 1) if start + k * ii <= tau < end + k * ii)
+    return (tau - start) // ii - (tau - end) // ii
+
+
+def modulo_load(runs, ii: int) -> list[tuple[int, int, int]]:
+    """The load on slots [0, ii) of intervals repeated every ii cycles.
+
+    ``runs``: (start, length, weight), each instance k covering
+    [start + k*ii, start + length + k*ii) with ``weight``.  Returns the
+    piecewise-constant total as maximal segments (lo, hi, total), lo < hi,
+    covering [0, ii) in order.  Cost O(n log n), whatever the magnitudes."""
+    base = 0
+    delta: dict[int, int] = {}
+    for start, length, weight in runs:
+        if length <= 0 or not weight:
+            continue
+        full, rem = divmod(length, ii)
+        base += full * weight
+        if not rem:
+            continue
+        s = start % ii
+        e = s + rem
+        delta[s] = delta.get(s, 0) + weight
+        if e < ii:
+            delta[e] = delta.get(e, 0) - weight
+        elif e > ii:  # wraps: also covers [0, e - ii)
+            base += weight
+            delta[e - ii] = delta.get(e - ii, 0) - weight
+    points = sorted(p for p in delta if p)
+    out: list[tuple[int, int, int]] = []
+    cur = base + delta.get(0, 0)
+    lo = 0
+    for p in points:
+        nxt = cur + delta[p]
+        if nxt != cur:
+            out.append((lo, p, cur))
+            lo, cur = p, nxt
+    out.append((lo, ii, cur))
+    return out
+
+
+def _slots(lo: int, hi: int):
+    """The slot phrases of a segment [lo, hi): one per slot when short, else one range."""
+    if hi - lo <= SLOTS_LISTED:
+        return [(r, f"slot {r}") for r in range(lo, hi)]
+    return [(lo, f"slots {lo}..{hi - 1}")]
 
 
 def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Violation]:
@@ -90,17 +146,16 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
                                   f"{t[e.dst] + e.distance * ii} < time[{e.src}] + delay {e.delay}"
                                   f" + spill {s} = {t[e.src] + e.delay + s}"))
 
-    # 2. modulo resource capacity
+    # 2. modulo resource capacity (run-length reservations, interval arithmetic)
+    runs_of = {op.name: op.reservation_runs() for op in graph.ops}
     for unit, cap in machine.units.items():
-        use = [0] * ii
-        for op in graph.ops:
-            for j, row in enumerate(op.reservation()):
-                for u, k in row:
-                    if u == unit:
-                        use[(t[op.name] + j) % ii] += k
-        for r, total in enumerate(use):
+        runs = [(t[op.name] + off, length, k)
+                for op in graph.ops for off, length, row in runs_of[op.name]
+                for u, k in row if u == unit]
+        for lo, hi, total in modulo_load(runs, ii):
             if total > cap:
-                v.append(Violation(2, f"unit {unit} at slot {r} (mod ii {ii}) holds {total} > capacity {cap}"))
+                for _, where in _slots(lo, hi):
+                    v.append(Violation(2, f"unit {unit} at {where} (mod ii {ii}) holds {total} > capacity {cap}"))
 
     # 3. the variable-latency warp
     vl = [op.name for op in graph.ops if op.variable_latency]
@@ -114,46 +169,90 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
 
     # 4. blocking synchronization
     blocking = [e for e in graph.edges if e.blocking or (cross_warp_sync and w[e.src] != w[e.dst])]
+    running = _executing(graph, t, w, ii, {e.dst for e in blocking})
     for e in blocking:
         dst = e.dst
-        for o in graph.ops:
-            if o.name == dst or w[o.name] != w[dst] or o.cycles == 0:
-                continue
-            # is some instance k of o executing at time[dst]?
-            lo = (t[dst] - t[o.name] - o.cycles) // ii - 1
-            hi = (t[dst] - t[o.name]) // ii + 1
-            for k in range(lo, hi + 1):
-                start = t[o.name] + k * ii
-                if start <= t[dst] < start + o.cycles:
-                    v.append(Violation(4, f"'{dst}' waits on {e.src} at {t[dst]} while '{o.name}' "
-                                          f"(instance {k}) executes on the same warp {w[dst]} "
-                                          f"during [{start}, {start + o.cycles})"))
-                    break
+        for o in running[dst]:
+            c = cyc[o]
+            k = (t[dst] - t[o] - c) // ii + 1  # the first instance still executing at time[dst]
+            start = t[o] + k * ii
+            v.append(Violation(4, f"'{dst}' waits on {e.src} at {t[dst]} while '{o}' "
+                                  f"(instance {k}) executes on the same warp {w[dst]} "
+                                  f"during [{start}, {start + c})"))
 
-    # 5. registers per warp, 6. shared and tensor memory
+    # 5. registers per warp, 6. shared and tensor memory: live values are intervals
     live = live_intervals(graph, t, ii)
-    base = max(t.values()) + max(cyc.values()) + 1  # a steady-state window: every k is counted
-    for r in range(ii):
-        tau = base * ii + r  # any tau = r (mod ii) sees the same steady state
-        regs = {}
-        mem = {"smem": 0, "tmem": 0}
-        for name, (s0, e0) in live.items():
-            op = graph.op(name)
-            n_live = live_instances(s0, e0, ii, tau)
-            if not n_live:
-                continue
-            regs[w[name]] = regs.get(w[name], 0) + n_live * op.regs
-            mem["smem"] += n_live * op.smem
-            mem["tmem"] += n_live * op.tmem
-        for warp, total in sorted(regs.items()):
+    regs: dict[int, list] = {}
+    mem: dict[str, list] = {"smem": [], "tmem": []}
+    for name, (s0, e0) in live.items():
+        op = graph.op(name)
+        if e0 <= s0:
+            continue
+        regs.setdefault(w[name], []).append((s0, e0 - s0, op.regs))
+        mem["smem"].append((s0, e0 - s0, op.smem))
+        mem["tmem"].append((s0, e0 - s0, op.tmem))
+    found = []  # ((slot, kind, warp), violation): in slot order, then warps, smem, tmem
+    for warp, runs in sorted(regs.items()):
+        for lo, hi, total in modulo_load(runs, ii):
             if total > machine.regs_per_thread_max:
-                v.append(Violation(5, f"warp {warp} holds {total} registers per thread at slot {r} "
-                                      f"> {machine.regs_per_thread_max}"))
-        if mem["smem"] > machine.smem_bytes:
-            v.append(Violation(6, f"{mem['smem']} bytes of shared memory live at slot {r} > {machine.smem_bytes}"))
-        if mem["tmem"] > machine.tmem_bytes:
-            v.append(Violation(6, f"{mem['tmem']} bytes of tensor memory live at slot {r} > {machine.tmem_bytes}"))
+                for r, where in _slots(lo, hi):
+                    found.append(((r, 0, warp), Violation(5, f"warp {warp} holds {total} registers per thread at "
+                                                        f"{where} > {machine.regs_per_thread_max}")))
+    for kind, what, cap in (("smem", "shared", machine.smem_bytes), ("tmem", "tensor", machine.tmem_bytes)):
+        for lo, hi, total in modulo_load(mem[kind], ii):
+            if total > cap:
+                for r, where in _slots(lo, hi):
+                    found.append(((r, 1 + (kind == "tmem"), 0), Violation(6, f"{total} bytes of {what} memory live at {where} > {cap}")))
+    found.sort(key=lambda f: f[0])
+    v.extend(f[1] for f in found)
     return v
+
+
+def _executing(graph, t: dict, w: dict, ii: int, dsts: set) -> dict:
+    """For each op in ``dsts``: the other ops of its warp (cycles > 0) with an
+    instance executing at its issue time, in graph order.
+
+    A sweep over residues per warp: each op executes on the residue interval
+    [time mod ii, time mod ii + cycles) (wrapping; every slot when cycles >= ii).
+    Cost O((n + queries) log n + answers)."""
+    out: dict = {d: [] for d in dsts}
+    if not dsts:
+        return out
+    index = {op.name: i for i, op in enumerate(graph.ops)}
+    by_warp: dict = {}
+    for op in graph.ops:
+        if op.cycles == 0:
+            continue
+        n, c = op.name, op.cycles
+        ivs = by_warp.setdefault(w[n], [])
+        if c >= ii:
+            ivs.append((0, ii, n))
+            continue
+        s0 = t[n] % ii
+        if s0 + c <= ii:
+            ivs.append((s0, s0 + c, n))
+        else:
+            ivs.append((s0, ii, n))
+            ivs.append((0, s0 + c - ii, n))
+    queries: dict = {}
+    for d in dsts:
+        queries.setdefault(w[d], []).append((t[d] % ii, d))
+    for warp, qs in queries.items():
+        ivs = sorted(by_warp.get(warp, []))
+        qs.sort()
+        active: dict = {}  # (lo, hi, name) -> True, for intervals with lo <= p < hi
+        ends: list = []
+        i = 0
+        for p, d in qs:
+            while i < len(ivs) and ivs[i][0] <= p:
+                active[ivs[i]] = True
+                heapq.heappush(ends, (ivs[i][1], ivs[i]))
+                i += 1
+            while ends and ends[0][0] <= p:
+                active.pop(heapq.heappop(ends)[1], None)
+            names = {iv[2] for iv in active} - {d}
+            out[d] = sorted(names, key=index.__getitem__)
+    return out
 
 
 def verify(schedule, graph, machine, **kw) -> None:

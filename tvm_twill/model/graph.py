@@ -6,10 +6,45 @@ with ``validate_for``.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ..errors import GraphError
+
+#: The largest integer any field may hold (cycles, delays, distances, registers,
+#: bytes, ii, times ...): 2**31 - 1.  Nothing in a GPU loop comes near it, and
+#: refusing more keeps every computation on these numbers cheap.
+MAX_INT = 2**31 - 1
+
+
+def show_int(v: int) -> str:
+    """``v`` for a message: digits when short, else its size (str() of a huge int may fail)."""
+    if -10**30 < v < 10**30:
+        return str(v)
+    return f"an integer of {abs(v).bit_length()} bits"
+
+
+_BAD_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def bad_char(text: str) -> str | None:
+    """The first control character or lone surrogate in ``text`` (None: clean).
+
+    Names may hold any printable Unicode; a NUL, a newline or an unpaired
+    surrogate would corrupt listings, annotations and files."""
+    m = _BAD_CHARS.search(text)
+    return m.group() if m else None
+
+
+def check_name(text, what: str, error=GraphError) -> None:
+    """Raise ``error`` unless ``text`` is a non-empty string without control characters."""
+    if not isinstance(text, str) or not text:
+        raise error(f"{what} must be a non-empty string, got {text!r}")
+    ch = bad_char(text)
+    if ch is not None:
+        raise error(f"{what} {ascii(text)[:80]} contains the control character {ascii(ch)}: "
+                    "names may hold any printable text, not control characters")
 
 #: A reservation-table row: ((unit, instances), ...) sorted by unit name.
 RRTRow = tuple[tuple[str, int], ...]
@@ -48,17 +83,38 @@ class Op:
                                                   for r in self.rrt))
 
     def reservation(self) -> tuple[RRTRow, ...]:
-        """The reservation table, one row per cycle (explicit or from ``unit``)."""
+        """The reservation table, one row per cycle (explicit or from ``unit``).
+
+        This allocates one row per cycle: the model layer itself uses
+        ``reservation_runs`` (cost independent of ``cycles``)."""
         if self.rrt is not None:
             return self.rrt
         return tuple(((self.unit, 1),) for _ in range(self.cycles))
 
+    def reservation_runs(self) -> tuple[tuple[int, int, RRTRow], ...]:
+        """The reservation table run-length encoded: ``(offset, length, row)``
+        for each maximal run of equal rows (empty rows left out).  An op without
+        ``rrt`` is one run ``(0, cycles, ((unit, 1),))``."""
+        if self.rrt is None:
+            return ((0, self.cycles, ((self.unit, 1),)),) if self.cycles else ()
+        runs = []
+        for j, row in enumerate(self.rrt):
+            if runs and runs[-1][2] == row and runs[-1][0] + runs[-1][1] == j:
+                runs[-1][1] += 1
+            elif row:
+                runs.append([j, 1, row])
+        return tuple((a, b, r) for a, b, r in runs)
+
     def units(self) -> set[str]:
-        return {u for row in self.reservation() for u, _ in row} | ({self.unit} if self.rrt is None else set())
+        if self.rrt is None:
+            return {self.unit}
+        return {u for row in self.rrt for u, _ in row}
 
     def usage(self, unit: str) -> int:
         """Total unit-cycles of ``unit`` this op reserves."""
-        return sum(n for row in self.reservation() for u, n in row if u == unit)
+        if self.rrt is None:
+            return self.cycles if unit == self.unit else 0
+        return sum(n for row in self.rrt for u, n in row if u == unit)
 
 
 @dataclass(frozen=True)
@@ -84,12 +140,21 @@ class Graph:
     machine: object = None  # a built-in machine name, a Machine, or None
     normalize: bool = True
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
+    _out: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
+    _in: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         object.__setattr__(self, "ops", tuple(self.ops))
         object.__setattr__(self, "edges", tuple(self.edges))
         self.validate()
         object.__setattr__(self, "_index", {op.name: i for i, op in enumerate(self.ops)})
+        out: dict = {op.name: [] for op in self.ops}
+        inc: dict = {op.name: [] for op in self.ops}
+        for e in self.edges:
+            out[e.src].append(e)
+            inc[e.dst].append(e)
+        object.__setattr__(self, "_out", out)
+        object.__setattr__(self, "_in", inc)
 
     # -- lookups ---------------------------------------------------------
     @property
@@ -103,10 +168,10 @@ class Graph:
         return self._index[name]
 
     def out_edges(self, name: str) -> list[Edge]:
-        return [e for e in self.edges if e.src == name]
+        return list(self._out[name])
 
     def in_edges(self, name: str) -> list[Edge]:
-        return [e for e in self.edges if e.dst == name]
+        return list(self._in[name])
 
     def replace(self, **changes) -> "Graph":
         kw = dict(name=self.name, ops=self.ops, edges=self.edges, machine=self.machine,
@@ -117,8 +182,7 @@ class Graph:
     # -- validation ------------------------------------------------------
     def validate(self) -> None:
         """Raise GraphError (one line) on the first structural problem."""
-        if not isinstance(self.name, str) or not self.name:
-            raise GraphError("graph name must be a non-empty string")
+        check_name(self.name, "graph name")
         if not self.ops:
             raise GraphError(f"graph '{self.name}' has no ops: a loop body needs at least one op")
         seen: set[str] = set()
@@ -160,31 +224,33 @@ class Graph:
 
 def _nonneg_int(v, what: str) -> None:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise GraphError(f"{what} must be an integer, got {v!r}")
+        raise GraphError(f"{what} must be an integer, got {v!r}"[:300])
+    if v > MAX_INT:
+        raise GraphError(f"{what} is {show_int(v)}, beyond what any GPU loop has (at most {MAX_INT})")
     if v < 0:
-        raise GraphError(f"{what} must be >= 0, got {v}")
+        raise GraphError(f"{what} must be >= 0, got {show_int(v)}")
 
 
 def _check_op(op: Op) -> None:
-    if not isinstance(op.name, str) or not op.name:
-        raise GraphError(f"op name must be a non-empty string, got {op.name!r}")
+    check_name(op.name, "op name")
     _nonneg_int(op.cycles, f"op '{op.name}' cycles")
     for f in ("regs", "smem", "tmem"):
         _nonneg_int(getattr(op, f), f"op '{op.name}' {f}")
-    if isinstance(op.warps, bool) or not isinstance(op.warps, int) or op.warps < 1:
+    _nonneg_int(op.warps, f"op '{op.name}' warps")
+    if op.warps < 1:
         raise GraphError(f"op '{op.name}' warps must be an integer >= 1, got {op.warps!r}")
     if op.spill_cost is not None:
         _nonneg_int(op.spill_cost, f"op '{op.name}' spill_cost")
     if not isinstance(op.variable_latency, bool):
         raise GraphError(f"op '{op.name}' variable_latency must be true or false")
-    if not isinstance(op.unit, str) or not op.unit:
-        raise GraphError(f"op '{op.name}' unit must be a non-empty string")
+    check_name(op.unit, f"op '{op.name}' unit")
     if op.rrt is not None:
         if len(op.rrt) != op.cycles:
             raise GraphError(f"op '{op.name}' rrt has {len(op.rrt)} rows but cycles is "
                              f"{op.cycles}: give one row per cycle")
         for row in op.rrt:
             for u, n in row:
+                check_name(u, f"op '{op.name}' rrt unit")
                 _nonneg_int(n, f"op '{op.name}' rrt entry for unit '{u}'")
 
 

@@ -1,16 +1,22 @@
-"""Read and write the JSON formats of shared/spec/formats.md, strictly.
+"""Read and write the JSON formats of docs/formats.md, strictly.
 
 Unknown keys, wrong types, wrong format versions and truncated files raise
 ``FormatError`` with one line naming the field; structural rules are then
-checked by ``Graph`` and ``Machine`` themselves.
+checked by ``Graph`` and ``Machine`` themselves.  Files are read as UTF-8
+and refused, with one line, when hostile rather than merely wrong (the
+"Limits" of docs/formats.md): duplicate keys, NaN/Infinity, integers beyond
+2**31-1, nesting deeper than any format needs, control characters or lone
+surrogates in strings, files over ``MAX_FILE_BYTES``.
 """
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 from ..errors import FormatError, GraphError, MachineError
-from .graph import Edge, Graph, Op
+from .graph import MAX_INT, Edge, Graph, Op, bad_char, show_int
 from .machine import MACHINE_FORMAT, Machine, get_machine
 from .schedule import SCHEDULE_FORMAT, Attempt, LowerBound, Placement, Schedule
 
@@ -40,21 +46,61 @@ def _obj(x, what: str, keys: set, required: set, ctx: str) -> dict:
     return x
 
 
+def _show(x) -> str:
+    """A JSON value for a one-line message, kept short."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return show_int(x)
+    try:
+        text = json.dumps(x)
+    except (TypeError, ValueError):
+        text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _int(x, what: str, ctx: str) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
-        raise FormatError(f"{_where(ctx)}{what} must be an integer, got {json.dumps(x)}")
+        raise FormatError(f"{_where(ctx)}{what} must be an integer, got {_show(x)}")
+    if not -MAX_INT <= x <= MAX_INT:
+        raise FormatError(f"{_where(ctx)}{what} is {show_int(x)}, beyond what any GPU loop has "
+                          f"(integers are at most {MAX_INT})")
+    return x
+
+
+def _opt_int(x, what: str, ctx: str):
+    return None if x is None else _int(x, what, ctx)
+
+
+def _num(x, what: str, ctx: str) -> float:
+    """A finite number >= 0 (seconds, ratios)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or \
+            (isinstance(x, float) and not math.isfinite(x)) or x < 0 or x > 1e15:
+        raise FormatError(f"{_where(ctx)}{what} must be a number >= 0, got {_show(x)}")
+    return float(x)
+
+
+def _opt_str(x, what: str, ctx: str):
+    return None if x is None else _str(x, what, ctx)
+
+
+def _list(x, what: str, ctx: str) -> list:
+    if not isinstance(x, list):
+        raise FormatError(f"{_where(ctx)}{what} must be a list, got {_show(x)}")
     return x
 
 
 def _bool(x, what: str, ctx: str) -> bool:
     if not isinstance(x, bool):
-        raise FormatError(f"{_where(ctx)}{what} must be true or false, got {json.dumps(x)}")
+        raise FormatError(f"{_where(ctx)}{what} must be true or false, got {_show(x)}")
     return x
 
 
 def _str(x, what: str, ctx: str) -> str:
     if not isinstance(x, str) or not x:
-        raise FormatError(f"{_where(ctx)}{what} must be a non-empty string, got {json.dumps(x)}")
+        raise FormatError(f"{_where(ctx)}{what} must be a non-empty string, got {_show(x)}")
+    ch = bad_char(x)
+    if ch is not None:
+        raise FormatError(f"{_where(ctx)}{what} {ascii(x)[:60]} contains the control character {ascii(ch)}: "
+                          "names may hold any printable text, not control characters")
     return x
 
 
@@ -63,7 +109,7 @@ def _format(doc: dict, expected: str, ctx: str, required: bool = True) -> None:
     if fmt is None and not required:
         return
     if fmt != expected:
-        raise FormatError(f"{_where(ctx)}format is {json.dumps(fmt)}, expected \"{expected}\" "
+        raise FormatError(f"{_where(ctx)}format is {_show(fmt)}, expected \"{expected}\" "
                           "(this tvm_twill reads version 1 only)")
 
 
@@ -231,6 +277,7 @@ def schedule_to_dict(s: Schedule) -> dict:
     return doc
 
 
+_RESULTS = ("sat", "unsat", "timeout", "skipped")
 _SCHED_KEYS = {"format", "graph", "machine", "ii", "length", "optimal", "lower_bound", "cycles", "ops",
                "solve_seconds", "attempts", "normalization", "streaming"}
 
@@ -249,12 +296,18 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         lb = _obj(lb, "lower_bound", {"ii", "resource", "recurrence"}, {"ii", "resource", "recurrence"}, ctx)
         lb = LowerBound(**{k: _int(lb[k], f"lower_bound {k}", ctx) for k in ("ii", "resource", "recurrence")})
     attempts = []
-    for i, a in enumerate(d.get("attempts", [])):
+    for i, a in enumerate(_list(d.get("attempts", []), "attempts", ctx)):
         a = _obj(a, f"attempts[{i}]", {"ii", "length", "result", "seconds", "reason", "solver"},
                  {"ii", "result"}, ctx)
-        attempts.append(Attempt(ii=a["ii"], length=a.get("length"), result=a["result"],
-                                seconds=float(a.get("seconds", 0.0)), reason=a.get("reason"),
-                                solver=a.get("solver")))
+        result = _str(a["result"], f"attempts[{i}] result", ctx)
+        if result not in _RESULTS:
+            raise FormatError(f"{_where(ctx)}attempts[{i}] result must be one of {', '.join(_RESULTS)}, "
+                              f"got {_show(result)}")
+        attempts.append(Attempt(ii=_int(a["ii"], f"attempts[{i}] ii", ctx),
+                                length=_opt_int(a.get("length"), f"attempts[{i}] length", ctx), result=result,
+                                seconds=_num(a.get("seconds", 0.0), f"attempts[{i}] seconds", ctx),
+                                reason=_opt_str(a.get("reason"), f"attempts[{i}] reason", ctx),
+                                solver=_opt_str(a.get("solver"), f"attempts[{i}] solver", ctx)))
     cycles = d.get("cycles", {})
     if not isinstance(cycles, dict):
         raise FormatError(f"{_where(ctx)}schedule cycles must be an object name -> cycles")
@@ -262,13 +315,20 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
     if norm is not None:
         norm = _obj(norm, "normalization", {"U", "objective", "distortion", "max_ratio_error", "mapping"},
                     {"U", "distortion", "mapping"}, ctx)
-        _int(norm["U"], "normalization U", ctx)
-        _int(norm["distortion"], "normalization distortion", ctx)
+        if _int(norm["U"], "normalization U", ctx) < 1:
+            raise FormatError(f"{_where(ctx)}normalization U must be >= 1, got {norm['U']}")
+        if _int(norm["distortion"], "normalization distortion", ctx) < 0:
+            raise FormatError(f"{_where(ctx)}normalization distortion must be >= 0, got {norm['distortion']}")
+        if "objective" in norm and norm["objective"] not in ("relative", "paper"):
+            raise FormatError(f"{_where(ctx)}normalization objective must be \"relative\" or \"paper\", "
+                              f"got {_show(norm['objective'])}")
+        if "max_ratio_error" in norm:
+            _num(norm["max_ratio_error"], "normalization max_ratio_error", ctx)
         if not isinstance(norm["mapping"], dict):
             raise FormatError(f"{_where(ctx)}normalization mapping must be an object cycles -> cycles")
         for k, v in norm["mapping"].items():
-            if not k.isdigit():
-                raise FormatError(f"{_where(ctx)}normalization mapping key {k!r} must be a cycle count")
+            if not re.fullmatch(r"[0-9]{1,10}", k) or int(k) > MAX_INT:
+                raise FormatError(f"{_where(ctx)}normalization mapping key {_show(k)} must be a cycle count")
             _int(v, f"normalization of {k}", ctx)
     stream = d.get("streaming")
     if stream is not None:
@@ -281,24 +341,96 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
                     ii=_int(d["ii"], "ii", ctx), length=_int(d["length"], "length", ctx), ops=ops,
                     cycles={n: _int(c, f"cycles of '{n}'", ctx) for n, c in cycles.items()},
                     optimal=_bool(d.get("optimal", False), "optimal", ctx), lower_bound=lb,
-                    solve_seconds=float(d.get("solve_seconds", 0.0)), attempts=tuple(attempts),
+                    solve_seconds=_num(d.get("solve_seconds", 0.0), "solve_seconds", ctx), attempts=tuple(attempts),
                     normalization=norm, streaming=stream)
 
 
 # -- files -----------------------------------------------------------------
+#: The largest file read (a 60k-op graph is about 6 MB).
+MAX_FILE_BYTES = 256 * 2**20
+#: JSON nesting deeper than this is refused (the formats need 4 levels).
+MAX_DEPTH = 64
+_MAX_DIGITS = 30  # longer integer literals are refused while parsing (no field to name yet)
+
+
+class _Refused(Exception):
+    """A hostile construct found while decoding (re-raised as FormatError with the file)."""
+
+
+def _pairs(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise _Refused(f"duplicate key {ascii(k)[:60]} in one object: each field may appear once")
+        d[k] = v
+    return d
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise _Refused(f"an integer of {len(text.lstrip('-'))} digits is beyond what any GPU loop has "
+                       f"(integers are at most {MAX_INT})")
+    return int(text)
+
+
+def _parse_constant(name: str):
+    raise _Refused(f"{name} is not a JSON number: give a finite number")
+
+
+def _screen(doc) -> None:
+    """Refuse nesting deeper than MAX_DEPTH and strings (keys too) with
+    control characters or lone surrogates.  Iterative: no recursion limit."""
+    stack = [(doc, 1)]
+    while stack:
+        x, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _Refused(f"JSON nested deeper than {MAX_DEPTH} levels: no tvm-twill format is nested like that")
+        if isinstance(x, dict):
+            items = list(x.keys()) + list(x.values())
+        elif isinstance(x, list):
+            items = x
+        else:
+            items = [x]
+        for y in items:
+            if isinstance(y, str):
+                ch = bad_char(y)
+                if ch is not None:
+                    what = "a lone surrogate" if 0xD800 <= ord(ch) < 0xE000 else "the control character"
+                    raise _Refused(f"string {ascii(y)[:60]} contains {what} {ascii(ch)}: strings must be "
+                                   "printable Unicode text")
+            elif isinstance(y, (dict, list)) and y is not x:
+                stack.append((y, depth + 1))
+
+
 def _load(path) -> object:
     p = Path(path)
     try:
-        text = p.read_text()
+        with open(p, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise FormatError(f"{p}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+    except (OSError, ValueError) as e:  # a directory, no permission, a NUL in the path ...
         raise FormatError(f"{p}: cannot read ({e.__class__.__name__})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise FormatError(f"{p}: larger than {MAX_FILE_BYTES // 2**20} MiB, far beyond any loop body; "
+                          "is it the right file?")
     try:
-        return json.loads(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{p}: not UTF-8 text (byte {e.start}); JSON files must be UTF-8") from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_pairs, parse_int=_parse_int, parse_constant=_parse_constant)
+        _screen(doc)
+        return doc
     except json.JSONDecodeError as e:
         raise FormatError(f"{p}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
                           "is the file truncated?") from None
+    except _Refused as e:
+        raise FormatError(f"{p}: {e}") from None
+    except RecursionError:
+        raise FormatError(f"{p}: JSON nested too deeply to read: no tvm-twill format is nested like that") from None
+    except (ValueError, OverflowError) as e:  # e.g. a float literal Python cannot hold
+        raise FormatError(f"{p}: not valid JSON ({str(e)[:100]})") from None
 
 
 def load_graph(path) -> Graph:
@@ -316,5 +448,5 @@ def load_schedule(path) -> Schedule:
 def dump(doc: dict, path=None) -> str:
     text = json.dumps(doc, indent=2) + "\n"
     if path is not None:
-        Path(path).write_text(text)
+        Path(path).write_text(text, encoding="utf-8")
     return text

@@ -2,8 +2,8 @@
 
 A machine gives the capacity of each functional unit per SM, the warp roles
 a schedule may use, and the on-chip memories.  Built-ins are derived from
-``docs/machines.md`` (NVIDIA's CUDA C++ Programming Guide
-throughput table and the architecture papers):
+NVIDIA's CUDA C++ Programming Guide (its throughput table) and the
+architecture papers; the figures and their sources are in docs/machines.md:
 
 * Units.  Tile-level ops occupy a whole SM's unit, so each unit has capacity
   1: ``TC`` the tensor cores (mma.sync / wgmma / tcgen05.mma), ``SFU`` the
@@ -77,17 +77,25 @@ class Machine:
         return self.costs.arch if self.costs else None
 
     def validate(self) -> None:
+        from .graph import MAX_INT, check_name, show_int
+
+        check_name(self.name, "machine name", MachineError)
+
         def pos(v, what, minimum=1):
+            if not isinstance(v, bool) and isinstance(v, int) and v > MAX_INT:
+                raise MachineError(f"machine '{self.name}': {what} is {show_int(v)}, beyond what any GPU has "
+                                   f"(at most {MAX_INT})")
             if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-                raise MachineError(f"machine '{self.name}': {what} must be an integer >= {minimum}, got {v!r}")
-        if not isinstance(self.name, str) or not self.name:
-            raise MachineError("machine name must be a non-empty string")
+                raise MachineError(f"machine '{self.name}': {what} must be an integer >= {minimum}, "
+                                   f"got {show_int(v) if isinstance(v, int) else repr(v)[:100]}")
         if not self.units:
             raise MachineError(f"machine '{self.name}' has no units: give at least one unit with capacity >= 1")
         for u, c in self.units.items():
+            check_name(u, f"machine '{self.name}' unit name", MachineError)
             if isinstance(c, bool) or not isinstance(c, int) or c < 1:
                 raise MachineError(f"machine '{self.name}': unit '{u}' capacity must be an integer >= 1, "
-                                   f"got {c!r} (a unit with zero capacity can run nothing; remove it)")
+                                   f"got {show_int(c) if isinstance(c, int) else repr(c)[:100]} (a unit with zero capacity can run nothing; remove it)")
+            pos(c, f"unit '{u}' capacity")
         pos(self.warp_groups, "warp_groups")
         pos(self.warps_per_group, "warps_per_group")
         pos(self.regs_per_thread_max, "regs_per_thread_max")

@@ -106,20 +106,25 @@ def make_schedule(graph, machine_name: str, ii: int, times: dict, warps: dict, c
 
 
 def topological_order(graph) -> list[str]:
-    """Ops sorted along distance-0 edges; ties by position in the graph."""
-    indeg = {n: 0 for n in graph.names}
+    """Ops sorted along distance-0 edges; ties by position in the graph.
+
+    Kahn's algorithm with a heap keyed by graph position: O((V + E) log V)."""
+    import heapq
+
+    names = graph.names
+    indeg = dict.fromkeys(names, 0)
+    succ: dict = {n: [] for n in names}
     for e in graph.edges:
         if e.distance == 0:
             indeg[e.dst] += 1
-    ready = [n for n in graph.names if indeg[n] == 0]
+            succ[e.src].append(e.dst)
+    ready = [i for i, n in enumerate(names) if indeg[n] == 0]  # already a heap: sorted
     out: list[str] = []
     while ready:
-        ready.sort(key=graph.index)
-        n = ready.pop(0)
+        n = names[heapq.heappop(ready)]
         out.append(n)
-        for e in graph.out_edges(n):
-            if e.distance == 0:
-                indeg[e.dst] -= 1
-                if indeg[e.dst] == 0:
-                    ready.append(e.dst)
+        for d in succ[n]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                heapq.heappush(ready, graph.index(d))
     return out

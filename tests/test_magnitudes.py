@@ -1,0 +1,156 @@
+"""Cost independent of magnitudes: the model layer never loops per cycle, unit
+of delay, distance or ii, and the interval checker agrees with the per-slot one."""
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import checker_oracle
+from tvm_twill.errors import FormatError, GraphError, MachineError
+from tvm_twill.model import (Edge, Graph, Machine, Op, Placement, Schedule, check, graph_from_dict, rec_mii,
+                             res_mii, schedule_from_dict, topological_order)
+from tvm_twill.model.checker import live_instances, modulo_load
+
+BIG = 2**31 - 1
+M = Machine(name="m", units={"TC": 1, "SFU": 2, "ALU": 1}, warp_groups=3, regs_per_thread_max=255,
+            smem_bytes=40000, tmem_bytes=100)
+
+
+@st.composite
+def cases(draw, max_ii=12, max_time=30, max_cycles=14):
+    n = draw(st.integers(1, 5))
+    ops = []
+    for i in range(n):
+        cycles = draw(st.integers(0, max_cycles))
+        rrt = None
+        if cycles and draw(st.booleans()) and cycles <= 8:
+            rrt = tuple({u: draw(st.integers(0, 2)) for u in draw(st.sets(st.sampled_from(["TC", "SFU", "ALU"])))}
+                        for _ in range(cycles))
+        ops.append(Op(name=f"v{i}", cycles=cycles, unit=draw(st.sampled_from(["TC", "SFU", "ALU"])), rrt=rrt,
+                      regs=draw(st.sampled_from([0, 64, 128, 200])), smem=draw(st.sampled_from([0, 16384])),
+                      tmem=draw(st.sampled_from([0, 60])), variable_latency=draw(st.booleans()) and draw(st.booleans()),
+                      spill_cost=draw(st.integers(0, 2))))
+    edges = []
+    for a, b in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n)):
+        distance = draw(st.integers(1, 3)) if a >= b else draw(st.integers(0, 2))
+        edges.append(Edge(f"v{a}", f"v{b}", delay=draw(st.integers(0, 10)), distance=distance,
+                          blocking=draw(st.booleans())))
+    g = Graph(name="g", ops=tuple(ops), edges=tuple(edges), normalize=False)
+    ii = draw(st.integers(1, max_ii))
+    times = {op.name: draw(st.integers(0, max_time)) for op in ops}
+    place = {op.name: Placement(time=times[op.name], stage=times[op.name] // ii, order=i,
+                                warp=draw(st.integers(0, 2))) for i, op in enumerate(ops)}
+    length = max(times[op.name] + op.cycles for op in ops)
+    return Schedule(graph="g", machine="m", ii=ii, length=length, ops=place,
+                    cycles={op.name: op.cycles for op in ops}), g, draw(st.booleans())
+
+
+def _expand(violations):
+    """Per-slot messages: a range 'slots a..b' becomes one message per slot."""
+    out = []
+    for v in violations:
+        text = str(v)
+        m = re.search(r"slots (\d+)\.\.(\d+)", text)
+        if m:
+            out += [text.replace(m.group(0), f"slot {r}") for r in range(int(m.group(1)), int(m.group(2)) + 1)]
+        else:
+            out.append(text)
+    return out
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(cases())
+def test_interval_checker_agrees_with_the_per_slot_oracle(case):
+    schedule, g, cws = case
+    new = check(schedule, g, M, cross_warp_sync=cws)
+    old = checker_oracle.check(schedule, g, M, cross_warp_sync=cws)
+    if schedule.ii <= 8:  # every segment fits in SLOTS_LISTED: the very same list
+        assert [str(v) for v in new] == [str(v) for v in old]
+    else:
+        assert sorted(_expand(new)) == sorted(str(v) for v in old)
+
+
+@pytest.mark.slow
+@settings(derandomize=True, deadline=None, max_examples=3000)
+@given(cases(max_ii=40, max_time=120, max_cycles=60))
+def test_interval_checker_agrees_with_the_oracle_many(case):
+    schedule, g, cws = case
+    new = check(schedule, g, M, cross_warp_sync=cws)
+    old = checker_oracle.check(schedule, g, M, cross_warp_sync=cws)
+    assert sorted(_expand(new)) == sorted(str(v) for v in old)
+
+
+@given(st.integers(0, 50), st.integers(0, 50), st.integers(1, 9), st.integers(-60, 120))
+@settings(derandomize=True, deadline=None, max_examples=200)
+def test_live_instances_closed_form(start, length, ii, tau):
+    end = start + length
+    expected = sum(1 for k in range(-200, 200) if start + k * ii <= tau < end + k * ii)
+    assert live_instances(start, end, ii, tau) == expected
+
+
+def test_modulo_load_segments():
+    assert modulo_load([], 5) == [(0, 5, 0)]
+    assert modulo_load([(3, 4, 1)], 5) == [(0, 2, 1), (2, 3, 0), (3, 5, 1)]
+    assert modulo_load([(0, 12, 2)], 5) == [(0, 2, 6), (2, 5, 4)]
+
+
+def _huge_graph(cycles, delay, distance):
+    return Graph(name="huge", ops=(Op("A", cycles, unit="TC", regs=10), Op("B", cycles, unit="TC", regs=10)),
+                 edges=(Edge("A", "B", delay, 0, True), Edge("B", "A", delay, distance)), normalize=False)
+
+
+def test_the_checker_and_bounds_ignore_magnitudes():
+    # cycles, delays, distances and ii near 2**31: answered arithmetically
+    c = BIG // 4
+    g = _huge_graph(c, c, 1)
+    m = Machine(name="m", units={"TC": 1}, warp_groups=2)
+    assert res_mii(g, m) == 2 * c and rec_mii(g) == 2 * c
+    assert g.ops[0].usage("TC") == c and g.ops[0].units() == {"TC"}
+    ii = 2 * c
+    s = Schedule(graph="huge", machine="m", ii=ii, length=2 * c, ops={
+        "A": Placement(0, 0, 0, 0), "B": Placement(c, 0, 1, 0)}, cycles={"A": c, "B": c})
+    assert check(s, g, m) == []
+    bad = Schedule(graph="huge", machine="m", ii=ii - 1, length=2 * c, ops={
+        "A": Placement(0, 0, 0, 0), "B": Placement(c, 1, 1, 0)}, cycles={"A": c, "B": c})
+    out = [str(v) for v in check(bad, g, m)]
+    assert any("rule 2 (resources): unit TC at slot 0 (mod ii" in v for v in out)
+    # a 1e12-ish ii with huge times in a Python-built schedule (not from JSON): still arithmetic
+    s = Schedule(graph="huge", machine="m", ii=10**12, length=10**15 + c, ops={
+        "A": Placement(10**15, 1000, 0, 0), "B": Placement(10**15 + c + 5, 1000, 1, 1)},
+        cycles={"A": c, "B": c})
+    assert all(v.rule != 2 for v in check(s, g, m))
+
+
+@pytest.mark.parametrize("field, value", [("cycles", 2**31), ("regs", 10**18), ("smem", 2**40)])
+def test_integers_beyond_2_31_are_refused(field, value):
+    op = {"name": "A", "cycles": 1, field: value}
+    with pytest.raises(FormatError, match="beyond what any GPU loop has"):
+        graph_from_dict({"format": "tvm-twill-graph/1", "name": "g", "ops": [op]})
+    with pytest.raises(GraphError, match="beyond what any GPU loop has"):
+        Graph(name="g", ops=(Op(**{"name": "A", "cycles": 1, field: value}),))
+
+
+def test_edge_and_machine_and_schedule_integers_beyond_2_31_are_refused():
+    with pytest.raises(FormatError, match="beyond"):
+        graph_from_dict({"format": "tvm-twill-graph/1", "name": "g", "ops": [{"name": "A", "cycles": 1}],
+                         "edges": [{"src": "A", "dst": "A", "distance": 10**18}]})
+    with pytest.raises(GraphError, match="beyond"):
+        Graph(name="g", ops=(Op("A", 1),), edges=(Edge("A", "A", 10**18, 1),))
+    with pytest.raises(MachineError, match="beyond"):
+        Machine(name="m", units={"TC": 2**31})
+    with pytest.raises(FormatError, match="beyond"):
+        schedule_from_dict({"format": "tvm-twill-schedule/1", "graph": "g", "machine": "h100",
+                            "ii": 10**12, "length": 1, "ops": {}})
+
+
+def test_topological_order_is_linear_on_a_long_chain():
+    n = 60000
+    ops = tuple(Op(f"v{i}", 1) for i in range(n))
+    # edges listed backwards, so a quadratic scan would be slow; a chain of distance-0 edges
+    edges = tuple(Edge(f"v{i}", f"v{i + 1}", 1) for i in reversed(range(n - 1)))
+    g = Graph(name="chain", ops=ops, edges=edges, normalize=False)
+    order = topological_order(g)
+    assert order[0] == "v0" and order[-1] == f"v{n - 1}" and len(order) == n
+    assert len(g.out_edges("v5")) == 1 and len(g.in_edges("v5")) == 1
+    assert rec_mii(g) == 1

@@ -1,0 +1,87 @@
+"""The mbarrier ring protocol checker (tvm_twill.model.protocol): correct rings pass, seeded bugs are caught.
+
+Pure Python, no TVM.  The default run covers ring depths 1-8 with 1-2
+consumer groups and depths 1-5 with 3-4 (both copy engines); ``--slow`` runs
+the whole grid of depths 1-8 x 1-4 consumer groups.
+"""
+import pytest
+
+from tvm_twill.errors import InputError
+from tvm_twill.model.protocol import RingProtocol, check_ring
+
+DEFAULT_GRID = [(d, c) for d in range(1, 9) for c in (1, 2)] + [(d, c) for d in range(1, 6) for c in (3, 4)]
+FULL_GRID = [(d, c) for d in range(1, 9) for c in range(1, 5)]
+
+
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "cp_async"])
+@pytest.mark.parametrize("depth,consumers", DEFAULT_GRID)
+def test_correct_ring_has_no_violation(depth, consumers, tma):
+    report = check_ring(RingProtocol(depth, consumers, tma=tma))
+    assert report.ok, report.violations
+    assert report.iterations == depth + 2 and report.states > depth
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("depth,consumers", FULL_GRID)
+def test_correct_ring_has_no_violation_full_grid(depth, consumers):
+    for tma in (True, False):
+        assert check_ring(RingProtocol(depth, consumers, tma=tma)).ok
+
+
+# Each seeded bug is a one-field change of what code generation emits, with the property it must break.
+BUGS = {
+    "missing producer phase flip": (dict(producer_flips_phase=False), "overwrite"),
+    "missing consumer phase flip": (dict(consumer_flips_phase=False), "read-before-commit"),
+    "full barrier expects two arrivals": (dict(full_count=2), "deadlock"),
+    "release before the last read": (dict(release_after_read=False), "overwrite"),
+    "no producer tail": (dict(producer_tail=False), "producer-tail"),
+}
+
+
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "cp_async"])
+@pytest.mark.parametrize("bug", sorted(BUGS))
+@pytest.mark.parametrize("depth,consumers", [(1, 1), (2, 1), (2, 2), (3, 2), (4, 3)])
+def test_seeded_bug_is_caught(bug, depth, consumers, tma):
+    fields, kind = BUGS[bug]
+    if depth == 1 and "phase flip" in bug:
+        pytest.skip("with one slot every iteration wraps; covered by depth >= 2")
+    report = check_ring(RingProtocol(depth, consumers, tma=tma, **fields))
+    assert not report.ok, f"{bug} not caught"
+    assert report.violations[0].kind == kind, report.violations[0]
+    assert report.violations[0].trace, "a violation comes with the steps that reach it"
+
+
+@pytest.mark.parametrize("depth,consumers", [(2, 2), (3, 3), (4, 4)])
+def test_empty_barrier_arrival_count_off_by_one(depth, consumers):
+    too_few = check_ring(RingProtocol(depth, consumers, empty_count=consumers - 1))
+    assert [v.kind for v in too_few.violations] == ["overwrite"]
+    too_many = check_ring(RingProtocol(depth, consumers, empty_count=consumers + 1))
+    assert [v.kind for v in too_many.violations] == ["deadlock"]
+
+
+def test_traces_are_shortest():
+    """Breadth-first: the missing producer flip shows up in the second round, after one round of releases
+    is still pending, which takes exactly these steps."""
+    report = check_ring(RingProtocol(2, 1, producer_flips_phase=False))
+    assert report.violations[0].trace == (
+        "producer acquires slot 0 for iteration 0", "producer issues iteration 0 into slot 0",
+        "producer acquires slot 1 for iteration 1", "producer issues iteration 1 into slot 1",
+        "producer acquires slot 0 for iteration 2", "producer issues iteration 2 into slot 0")
+
+
+def test_more_iterations_explore_more_states():
+    small = check_ring(RingProtocol(2, 2), iterations=2)
+    large = check_ring(RingProtocol(2, 2), iterations=6)
+    assert small.ok and large.ok and large.states > small.states
+
+
+@pytest.mark.parametrize("kw", [dict(depth=0, consumers=1), dict(depth=2, consumers=0), dict(depth=True, consumers=1),
+                                dict(depth=2, consumers=1, empty_count=0), dict(depth=65, consumers=1)])
+def test_bad_ring_parameters_are_refused(kw):
+    with pytest.raises(InputError):
+        RingProtocol(**kw)
+
+
+def test_state_budget_is_enforced():
+    with pytest.raises(InputError, match="give fewer iterations"):
+        check_ring(RingProtocol(4, 4), max_states=100)

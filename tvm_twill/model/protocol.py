@@ -1,0 +1,331 @@
+"""Explicit-state model checking of mbarrier producer/consumer rings (pure Python).
+
+A warp-specialized loop hands tiles from one producer (an elected lane that
+issues TMA copies, or cp.async on sm_80) to ``consumers`` consumer warp
+groups through a ring of ``depth`` shared-memory slots.  Each slot has two
+mbarriers, ``full`` (data landed) and ``empty`` (every consumer is done with
+it), and every agent keeps a pipeline state (index, phase) that advances by
+one slot per iteration and flips its phase bit when the index wraps: the
+CUTLASS ``PipelineTmaAsync`` protocol.  ``check_ring`` explores *every*
+interleaving of the agents and of the asynchronous copy completions for a
+few iterations and reports the first violation with the shortest trace.
+
+The mbarrier, as modelled (PTX ISA semantics, abstracted to what the ring
+uses): a barrier holds the parity of its current phase, the arrivals still
+pending in it and the transaction count still pending.  ``arrive`` takes one
+pending arrival; ``arrive.expect_tx(b)`` takes one and adds ``b`` to the
+transaction count; the copy engine's ``complete_tx(b)`` subtracts ``b``.
+When both reach zero the phase completes: the parity flips and the pending
+arrivals are reset to the barrier's initial count.  ``try_wait.parity(p)``
+passes exactly when the barrier's parity differs from ``p`` (the phase with
+parity ``p`` has completed); a fresh barrier has parity 0, so waiting for
+parity 1 passes at once, which is how the producer's first round finds
+every slot empty.
+
+State-transition table (iteration ``i`` uses slot ``s = i mod depth`` with
+phase ``ph = (i div depth) mod 2``):
+
+==============  =====================================  ===========================================
+agent           guard                                  effect
+==============  =====================================  ===========================================
+producer        ``empty[s].parity != ph ^ 1``          acquire: slot ``s`` may be written
+  acquire
+producer        slot acquired                          TMA: ``full[s].arrive.expect_tx(bytes)``,
+  issue                                                copy in flight; cp.async: copy in flight
+copy engine     a copy of slot ``s`` in flight         data of iteration ``i`` lands in ``s``; TMA:
+  complete                                             ``full[s].complete_tx(bytes)``; cp.async:
+                                                       ``full[s].arrive`` (``.mbarrier.arrive.noinc``)
+consumer g      ``full[s].parity != ph``               wait: the data of iteration ``i`` is visible
+  wait
+consumer g      waited                                 read the slot (checked: it holds iteration ``i``)
+  read
+consumer g      read                                   release: ``empty[s].arrive``; advance (i += 1)
+  release
+producer tail   after the last iteration, for ``depth``  ``empty[s].parity != ph ^ 1`` for each slot:
+                more acquires                          every slot was released before the producer exits
+==============  =====================================  ===========================================
+
+Barrier initial counts: ``full`` 1 (the producer's one arrival), ``empty``
+``consumers`` (one arrival per consumer group).
+
+Properties checked, in every reachable state:
+
+* **no overwrite**: the producer never issues into a slot whose previous
+  content some consumer has not read yet;
+* **no read before commit**: a consumer reads a slot only when it holds the
+  landed data of the iteration the consumer is at;
+* **no deadlock**: every state in which some agent has work left has an
+  enabled transition;
+* **producer tail complete**: when the producer exits, every issued tile
+  was read by every consumer and no copy is in flight.
+
+Consumer groups run the same program, so states equal up to a permutation
+of the consumer groups are merged (symmetry reduction); the explored state
+count is reported.  The ``RingProtocol`` fields other than ``depth``,
+``consumers`` and ``tma`` describe what code generation emits; the seeded
+bugs of the tests are one-field changes of them (a missing phase flip, a
+wrong arrival count, a release before the last read, no producer tail).
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+
+__all__ = ["ProtocolReport", "ProtocolViolation", "RingProtocol", "check_ring"]
+
+# Local program counters.
+_ACQUIRE, _ISSUE, _TAIL, _DONE = 0, 1, 2, 3          # producer
+_WAIT, _READ, _RELEASE, _FINISHED = 0, 1, 2, 3       # consumer
+_EMPTY, _INFLIGHT, _READY = 0, 1, 2                  # slot contents
+
+
+@dataclass(frozen=True)
+class RingProtocol:
+    """One producer/consumer ring as emitted: sizes, and the protocol's parameters.
+
+    ``depth``: ring slots.  ``consumers``: consumer warp groups.  ``tma``: the
+    full barrier completes by transaction bytes (TMA, sm_90+) rather than by
+    the copy's own arrival (cp.async ``.mbarrier.arrive.noinc``, sm_80).
+    ``full_count`` / ``empty_count``: initial arrival counts of the barriers
+    (None: 1 and ``consumers``, the correct values).  ``producer_flips_phase``
+    / ``consumer_flips_phase``: the pipeline state flips its phase bit when
+    the index wraps.  ``release_after_read``: a consumer arrives on the empty
+    barrier after its last read of the slot (False: before it).
+    ``producer_tail``: the producer acquires every slot once more before it
+    exits.
+    """
+
+    depth: int
+    consumers: int
+    tma: bool = True
+    full_count: int | None = None
+    empty_count: int | None = None
+    producer_flips_phase: bool = True
+    consumer_flips_phase: bool = True
+    release_after_read: bool = True
+    producer_tail: bool = True
+
+    def __post_init__(self):
+        for name in ("depth", "consumers"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
+                raise InputError(f"ring {name} must be an integer in [1, 64], got {v!r}")
+        for name in ("full_count", "empty_count"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise InputError(f"ring {name} must be an integer >= 1 or None, got {v!r}")
+
+    @property
+    def full_init(self) -> int:
+        return 1 if self.full_count is None else self.full_count
+
+    @property
+    def empty_init(self) -> int:
+        return self.consumers if self.empty_count is None else self.empty_count
+
+
+@dataclass(frozen=True)
+class ProtocolViolation:
+    """``kind``: overwrite, read-before-commit, deadlock or producer-tail; ``trace``: the steps to it."""
+
+    kind: str
+    message: str
+    trace: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ProtocolReport:
+    """The outcome of ``check_ring``: ``ok`` when no violation is reachable."""
+
+    protocol: RingProtocol
+    iterations: int
+    states: int
+    violations: tuple[ProtocolViolation, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def _phase(i: int, depth: int, flips: bool) -> int:
+    return (i // depth) % 2 if flips else 0
+
+
+def _has_read(cons: tuple, j: int, read_then_release: bool) -> bool:
+    """Has a consumer at local state ``cons`` = (i, pc) read iteration ``j``?"""
+    i, pc = cons
+    if i != j:
+        return i > j
+    # at iteration j it has read once past _READ, which only the read-then-release order has
+    return read_then_release and pc == _RELEASE
+
+
+def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states: int = 2_000_000) -> ProtocolReport:
+    """Explore every interleaving of ``proto`` for ``iterations`` loop trips (default depth + 2).
+
+    Breadth-first, so the trace of a violation is a shortest one.  Raises
+    InputError when the state space exceeds ``max_states`` (give fewer
+    iterations).
+    """
+    D, C = proto.depth, proto.consumers
+    N = proto.depth + 2 if iterations is None else int(iterations)
+    if N < 1:
+        raise InputError(f"iterations must be >= 1, got {iterations!r}")
+    order = (_READ, _RELEASE) if proto.release_after_read else (_RELEASE, _READ)
+    # consumer program: WAIT -> order[0] -> order[1] -> next iteration
+    next_pc = {_WAIT: order[0], order[0]: order[1]}
+
+    # state: (producer (i, pc), consumers (sorted tuple of (i, pc)), full, empty, slots)
+    #   full/empty: tuple of (parity, pending, tx) per slot; slots: tuple of (iteration, status)
+    bar_full = tuple((0, proto.full_init, 0) for _ in range(D))
+    bar_empty = tuple((0, proto.empty_init, 0) for _ in range(D))
+    start = ((0, _ACQUIRE if N else _TAIL), tuple((0, _WAIT) for _ in range(C)), bar_full, bar_empty,
+             tuple((-1, _EMPTY) for _ in range(D)))
+
+    def settle(bar, s, init):
+        parity, pending, tx = bar[s]
+        if pending <= 0 and tx == 0:
+            bar = bar[:s] + ((parity ^ 1, init, 0),) + bar[s + 1:]
+        return bar
+
+    def arrive(bar, s, init, tx=0):
+        parity, pending, t = bar[s]
+        bar = bar[:s] + ((parity, pending - 1, t + tx),) + bar[s + 1:]
+        return settle(bar, s, init)
+
+    def complete_tx(bar, s, init, tx):
+        parity, pending, t = bar[s]
+        bar = bar[:s] + ((parity, pending, t - tx),) + bar[s + 1:]
+        return settle(bar, s, init)
+
+    def successors(state):
+        """(label, next state) pairs, or a ProtocolViolation for a step that breaks a property."""
+        (pi, ppc), cons, full, empty, slots = state
+        out = []
+        # producer
+        if ppc == _ACQUIRE or ppc == _TAIL:
+            s = pi % D
+            ph = _phase(pi, D, proto.producer_flips_phase)
+            if empty[s][0] != ph ^ 1:
+                if ppc == _ACQUIRE:
+                    out.append((f"producer acquires slot {s} for iteration {pi}", ((pi, _ISSUE), cons, full, empty,
+                                                                                  slots)))
+                else:
+                    last = pi + 1 == N + D
+                    nxt = (pi + 1, _DONE if last else _TAIL)
+                    label = f"producer tail acquires slot {s}"
+                    if last:
+                        pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto.release_after_read)]
+                        if pending or any(st == _INFLIGHT for _, st in slots):
+                            out.append(ProtocolViolation(
+                                "producer-tail", "the producer exits while tiles are unread or copies in flight",
+                                (label,)))
+                            return out
+                    out.append((label, (nxt, cons, full, empty, slots)))
+        elif ppc == _ISSUE:
+            s = pi % D
+            prev = slots[s][0]
+            if prev >= 0:
+                unread = [g for g in range(C) if not _has_read(cons[g], prev, proto.release_after_read)]
+                if unread:
+                    out.append(ProtocolViolation(
+                        "overwrite", f"the producer writes iteration {pi} into slot {s} while a consumer group has "
+                        f"not read iteration {prev} there", (f"producer issues iteration {pi} into slot {s}",)))
+                    return out
+            nfull = arrive(full, s, proto.full_init, tx=1) if proto.tma else full
+            nslots = slots[:s] + ((pi, _INFLIGHT),) + slots[s + 1:]
+            if pi + 1 < N:
+                nxt = (pi + 1, _ACQUIRE)
+            else:
+                nxt = (pi + 1, _TAIL) if proto.producer_tail else (pi + 1, _DONE)
+            if nxt[1] == _DONE:
+                pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto.release_after_read)]
+                if pending:
+                    out.append(ProtocolViolation(
+                        "producer-tail", "the producer exits (no tail) while tiles are unread or copies in flight",
+                        (f"producer issues iteration {pi} and exits",)))
+                    return out
+            out.append((f"producer issues iteration {pi} into slot {s}", (nxt, cons, nfull, empty, nslots)))
+        # copy engine
+        for s, (it, st) in enumerate(slots):
+            if st == _INFLIGHT:
+                nslots = slots[:s] + ((it, _READY),) + slots[s + 1:]
+                nfull = complete_tx(full, s, proto.full_init, 1) if proto.tma else arrive(full, s, proto.full_init)
+                out.append((f"copy of iteration {it} lands in slot {s}", ((pi, ppc), cons, nfull, empty, nslots)))
+        # consumers (identical programs: one representative per distinct local state)
+        seen = set()
+        for g, (ci, cpc) in enumerate(cons):
+            if (ci, cpc) in seen or cpc == _FINISHED:
+                continue
+            seen.add((ci, cpc))
+            s = ci % D
+            ph = _phase(ci, D, proto.consumer_flips_phase)
+            ncons = list(cons)
+            if cpc == _WAIT:
+                if full[s][0] == ph:
+                    continue
+                ncons[g] = (ci, next_pc[_WAIT])
+                label = f"consumer waits slot {s} (iteration {ci})"
+                nfull, nempty = full, empty
+            elif cpc == _READ:
+                it, st = slots[s]
+                if it != ci or st != _READY:
+                    what = "nothing" if it < 0 else f"iteration {it}" + (" still in flight" if st == _INFLIGHT else "")
+                    out.append(ProtocolViolation(
+                        "read-before-commit", f"a consumer group reads slot {s} for iteration {ci} but it holds {what}",
+                        (f"consumer reads slot {s} (iteration {ci})",)))
+                    return out
+                label = f"consumer reads slot {s} (iteration {ci})"
+                nfull, nempty = full, empty
+                ncons[g] = (ci, next_pc[_READ]) if _READ in next_pc else _advance(ci, N)
+            else:  # _RELEASE
+                label = f"consumer releases slot {s} (iteration {ci})"
+                nfull, nempty = full, arrive(empty, s, proto.empty_init)
+                ncons[g] = (ci, next_pc[_RELEASE]) if _RELEASE in next_pc else _advance(ci, N)
+            out.append((label, ((pi, ppc), tuple(sorted(ncons)), nfull, nempty, slots)))
+        return out
+
+    start = (start[0], tuple(sorted(start[1])), *start[2:])
+    parent: dict = {start: None}
+    queue = deque([start])
+    violations: list[ProtocolViolation] = []
+
+    def trace(state, extra=()):
+        steps = []
+        while parent[state] is not None:
+            state, label = parent[state]
+            steps.append(label)
+        return tuple(reversed(steps)) + tuple(extra)
+
+    while queue and not violations:
+        state = queue.popleft()
+        succ = successors(state)
+        finished = state[0][1] == _DONE and all(pc == _FINISHED for _, pc in state[1])
+        if not succ and not finished:
+            (pi, ppc), cons = state[0], state[1]
+            stuck = [f"producer at iteration {pi}" if ppc != _DONE else None] + \
+                [f"a consumer group at iteration {ci}" for ci, pc in cons if pc != _FINISHED]
+            violations.append(ProtocolViolation("deadlock", "no agent can move: " + ", ".join(
+                s for s in stuck if s), trace(state)))
+            break
+        for item in succ:
+            if isinstance(item, ProtocolViolation):
+                violations.append(ProtocolViolation(item.kind, item.message, trace(state, item.trace)))
+                break
+            label, nxt = item
+            if nxt not in parent:
+                parent[nxt] = (state, label)
+                if len(parent) > max_states:
+                    raise InputError(f"ring protocol check explored more than {max_states} states "
+                                     f"(depth {D}, {C} consumer groups, {N} iterations): give fewer iterations")
+                queue.append(nxt)
+    return ProtocolReport(protocol=proto, iterations=N, states=len(parent), violations=tuple(violations))
+
+
+def _advance(i: int, n: int) -> tuple[int, int]:
+    return (i + 1, _WAIT) if i + 1 < n else (i + 1, _FINISHED)
