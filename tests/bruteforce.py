@@ -7,10 +7,46 @@ blocking and variable-latency conflicts among the ops placed so far) and
 decide the stages exactly with Bellman-Ford on the difference constraints
 ``q_dst - q_src >= ceil((r_src + d + s - r_dst) / ii) - distance``.  Every
 candidate is confirmed by the independent checker.
+
+Every oracle is bounded: it visits at most ``max_nodes`` partial assignments
+(default ``MAX_NODES``) and raises ``SearchTooLarge`` past that, so a test
+rejects the example (``hypothesis.reject``) instead of running for minutes
+when a change of the generated graphs (hypothesis derandomizes from the test
+source) produces a larger search.  Use ``bounded`` for that.
 """
 from __future__ import annotations
 
 from tvm_twill.model import check, make_schedule
+
+#: Partial assignments one oracle call may visit (about a second of work at most).
+MAX_NODES = 20_000
+#: The largest node count seen by a call (for calibrating MAX_NODES).
+stats = {"max_nodes": 0}
+
+
+class SearchTooLarge(Exception):
+    """The exhaustive search would visit more than its bound of partial assignments."""
+
+
+class _Budget:
+    def __init__(self, max_nodes):
+        self.left = MAX_NODES if max_nodes is None else max_nodes
+        self.used = 0
+
+    def spend(self):
+        self.used += 1
+        stats["max_nodes"] = max(stats["max_nodes"], self.used)
+        if self.used > self.left:
+            raise SearchTooLarge(f"brute force over {self.left} partial assignments")
+
+
+def bounded(fn, *args, **kw):
+    """``fn(*args, **kw)``, or hypothesis.reject() when its search is over the bound."""
+    from hypothesis import reject
+    try:
+        return fn(*args, **kw)
+    except SearchTooLarge:
+        reject()
 
 
 def _spill(op, machine):
@@ -33,9 +69,11 @@ def _stages(graph, machine, ii, r, w):
     return None
 
 
-def feasible(graph, machine, ii, *, cross_warp_sync=False):
-    """A valid schedule at ii, or None.  Graph ops must hold no regs/smem/tmem."""
+def feasible(graph, machine, ii, *, cross_warp_sync=False, max_nodes=None):
+    """A valid schedule at ii, or None.  Graph ops must hold no regs/smem/tmem.
+    SearchTooLarge past ``max_nodes`` partial assignments (module docstring)."""
     assert all(not (op.regs or op.smem or op.tmem) for op in graph.ops)
+    budget = _Budget(max_nodes)
     ops = list(graph.ops)
     W = machine.warp_groups
     r, w = {}, {}
@@ -79,6 +117,7 @@ def feasible(graph, machine, ii, *, cross_warp_sync=False):
         for slot in range(ii):
             for warp in range(min(W, used + 1)):  # first-fit: roles are interchangeable
                 r[n], w[n] = slot, warp
+                budget.spend()
                 if not conflicts(k):
                     found = dfs(k + 1, max(used, warp + 1))
                     if found is not None:
@@ -91,21 +130,24 @@ def feasible(graph, machine, ii, *, cross_warp_sync=False):
 
 
 def min_ii(graph, machine, ii_max, **kw):
+    """The smallest ii <= ii_max with a schedule (each ii bounded as in ``feasible``), or None."""
     for ii in range(1, ii_max + 1):
         if feasible(graph, machine, ii, **kw) is not None:
             return ii
     return None
 
 
-def feasible_with_pressure(graph, machine, ii):
+def feasible_with_pressure(graph, machine, ii, *, max_nodes=None):
     """A valid schedule at ii or None, for graphs whose ops may hold registers/memory.
 
     Exhaustive over slots, warps (first-fit) and stage offsets q_v in
     [0, Q] with Q = T(ii) // ii, T(ii) = ii + (n-1) * max(dmax*ii, D + ii - 1)
     the span within which any valid schedule can be compressed (see
     tvm_twill.solvers.smt); the checker decides every complete candidate.
-    Meant for graphs of a few ops only.
+    Meant for graphs of a few ops only; SearchTooLarge past ``max_nodes``
+    partial assignments (module docstring).
     """
+    budget = _Budget(max_nodes)
     ops = list(graph.ops)
     n = len(ops)
     dmax = max((e.distance for e in graph.edges), default=0)
@@ -134,6 +176,7 @@ def feasible_with_pressure(graph, machine, ii):
         for warp in range(min(W, used + 1)):
             for time in range((qmax + 1) * ii):
                 t[name], w[name] = time, warp
+                budget.spend()
                 if deps_ok(k):
                     found = dfs(k + 1, max(used, warp + 1))
                     if found is not None:

@@ -32,7 +32,12 @@ def _imports(path: pathlib.Path) -> tuple[set, set]:
             if node.level:
                 base = pkg[:len(pkg) - (node.level - 1)]
                 full = base + (node.module.split(".") if node.module else [])
-                inside.add(full[0] if full else node.names[0].name)
+                if full:
+                    inside.add(full[0])
+                else:  # from . import a, b: submodules, or attributes of the package itself
+                    for a in node.names:
+                        is_module = (PKG / f"{a.name}.py").exists() or (PKG / a.name).is_dir()
+                        inside.add(a.name if is_module else "__init__")
             elif node.module and node.module.split(".")[0] == "tvm_twill":
                 rest = node.module.split(".")[1:]
                 inside.add(rest[0] if rest else node.names[0].name)
@@ -71,6 +76,7 @@ def documented_layers() -> dict:
             continue
 
         def names(cell):
+            cell = re.sub(r"\([^)]*\)", "", cell)  # parenthetical remarks are for the reader
             return {n.strip("` ") for n in cell.split(",") if n.strip("` ") and n.strip() != "-"}
         out[cells[0].strip("`").removesuffix("/")] = (names(cells[1]), names(cells[2]))
     return out

@@ -222,7 +222,7 @@ def test_version(capsys):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e300"])
 def test_non_finite_or_negative_time_limit_exits_2(value, capsys):
-    code, _, err = run(["example", "fa_fig1", f"--time-limit={value}"], capsys)
+    code, _, err = run(["example", "fa_fwd_fig1", f"--time-limit={value}"], capsys)
     assert code == 2
     assert_one_line_error(err, r"--time-limit must be > 0 seconds")
 

@@ -95,7 +95,7 @@ def write(tmp, name, content):
     return str(p)
 
 
-FIG1 = example_doc("fa_fig1")
+FIG1 = example_doc("fa_fwd_fig1")
 
 
 def fig1(**over):
@@ -225,7 +225,7 @@ def test_check_exits_1_only_for_violations(tmp_path):
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "-1", "0", "1e309", "1e300", "x", ""])
 def test_hostile_time_limits(value):
-    code, _, err = run_cli(["example", "fa_fig1", f"--time-limit={value}"])
+    code, _, err = run_cli(["example", "fa_fwd_fig1", f"--time-limit={value}"])
     assert_clean(code, err, bad_input=True)
 
 
@@ -363,7 +363,7 @@ SMALL_VALUES = st.one_of(st.integers(-2, 40), st.none(), st.booleans(), st.sampl
 
 @st.composite
 def solvable_mutation(draw):
-    name = draw(st.sampled_from(["fa_fig1", "gemm_tma", "fa_fwd_hopper"]))
+    name = draw(st.sampled_from(["fa_fwd_fig1", "gemm_tma", "fa_fwd_hopper"]))
     return name, draw(mutated(example_doc(name), SMALL_VALUES))
 
 
@@ -380,7 +380,7 @@ def test_fuzz_mutated_small_graphs_through_solve(tmp_path_factory, case):
 # -- hypothesis: hostile argument vectors --------------------------------------
 _TOKENS = ["solve", "check", "example", "machines", "--machine", "--json", "--time-limit", "--cross-warp-sync",
            "--no-normalize", "--normalize-objective", "--version", "-h", "nan", "inf", "-1", "1e999", "h100",
-           "z900", "fa_fig1", "fa_fig7", "\u00e9\u00e8", "\U0001f600", "/", "/nonexistent.json", "", "--", "-"]
+           "z900", "fa_fwd_fig1", "fa_fig7", "\u00e9\u00e8", "\U0001f600", "/", "/nonexistent.json", "", "--", "-"]
 
 
 @fuzz(60)
@@ -490,6 +490,6 @@ def test_ctrl_c_during_a_long_solve(tmp_path):
 def test_nul_in_paths_in_process(tmp_path):
     code, _, err = run_cli(["solve", "a\x00b.json"])
     assert_clean(code, err, bad_input=True)
-    code, _, err = run_cli(["example", "fa_fig1", "--json", str(tmp_path / "x\x00.json")])
+    code, _, err = run_cli(["example", "fa_fwd_fig1", "--json", str(tmp_path / "x\x00.json")])
     assert_clean(code, err, bad_input=True)
     assert "cannot write" in err

@@ -138,5 +138,5 @@ def test_errors_name_the_problem(monkeypatch):
     with pytest.raises(SolverTimeoutError, match="no time left"):
         modulo_schedule_ilp(g, H100, 1, time_limit=0)
     monkeypatch.setitem(sys.modules, "pulp", None)
-    with pytest.raises(SolverUnavailableError, match="solver 'ilp' needs pulp: pip install pulp"):
+    with pytest.raises(SolverUnavailableError, match="solver 'ilp' needs the Python package pulp, which is not installed: pip install pulp=="):
         modulo_schedule_ilp(g, H100, 1)

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bruteforce
+from bruteforce import bounded
 from strategies import graphs, machine
 from tvm_twill.errors import InfeasibleError, InputError, SolverTimeoutError, SolverUnavailableError
 from tvm_twill.model import Edge, Graph, Machine, Op, check, get_machine, make_schedule, rec_mii, res_mii
@@ -19,7 +20,7 @@ H100 = get_machine("h100")
 def fixed(examples):
     """Deterministic hypothesis settings with ``examples`` examples."""
     return settings(max_examples=examples, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 def figure1():
@@ -68,7 +69,7 @@ def test_exactly_as_strict_as_the_checker(g, warp_groups, extra_ii, extra_l):
     ii = max(res_mii(pg, m), rec_mii(pg)) + extra_ii
     length = max(1, max(op.cycles for op in pg.ops) + extra_l)
     found = paper_smt_solve(pg, m, ii, length)
-    reference = JointProblem(pg, m, ii).solve(max_length=length, timeout=30)
+    reference = JointProblem(pg, m, ii).solve(max_length=length, time_limit=30)
     assert (found is not None) == (reference.status == "sat")
     if found is not None:
         s = schedule(pg, m, ii, *found)
@@ -86,11 +87,11 @@ def test_search_is_valid_and_its_skipped_ii_are_infeasible(g):
     except InfeasibleError:
         return  # Algorithm 1 is incomplete: no claim to test
     assert check(s, pg, m) == []
-    assert bruteforce.feasible(pg, m, s.ii) is not None  # (the brute force agrees it is valid)
+    assert bounded(bruteforce.feasible, pg, m, s.ii) is not None  # (the brute force agrees it is valid)
     # every ii it skipped as 'infeasible' really has no modulo schedule
     for a in s.attempts:
         if a.result == "infeasible":
-            assert bruteforce.feasible(pg, m, a.ii) is None
+            assert bounded(bruteforce.feasible, pg, m, a.ii) is None
 
 
 def test_a_long_lifetime_counts_every_live_instance():

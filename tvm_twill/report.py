@@ -192,18 +192,6 @@ def _copies(schedule) -> int:
     return max(1, ceil(schedule.length / schedule.ii))
 
 
-def _runs(op) -> list[tuple[int, int, str, int]]:
-    """(start, end, unit, count) runs of an op's reservation, without expanding it per cycle."""
-    if op.rrt is None:
-        return [(0, op.cycles, op.unit, 1)] if op.cycles > 0 else []
-    out = []
-    for j, row in enumerate(op.rrt):
-        for unit, n in (row.items() if hasattr(row, "items") else row):
-            if n:
-                out.append((j, j + 1, unit, n))
-    return out
-
-
 def pipeline(schedule, graph, machine) -> str:
     """Prologue, steady state and epilogue as a cycle-by-cycle listing (module docstring)."""
     ii, copies = schedule.ii, _copies(schedule)
@@ -216,7 +204,8 @@ def pipeline(schedule, graph, machine) -> str:
             start = schedule.ops[name].time + k * ii
             tag = f"{name}@{k}"
             issues.setdefault(start, []).append(f"{tag}/w{schedule.ops[name].warp}")
-            runs += [(start + a, start + b, u, tag, n) for a, b, u, n in _runs(graph.op(name))]
+            runs += [(start + off, start + off + length, u, tag, n)
+                     for off, length, row in graph.op(name).reservation_runs() for u, n in row]
     steady = ((copies - 1) * ii, copies * ii)
     boundaries = {0, steady[0], steady[1], span - 1}
     if span <= FULL_LISTING_MAX:

@@ -15,7 +15,7 @@ Encoding, for each op v (n ops, ``ii`` slots)::
     sum_{v,j} rrt[v][j][f] * x[v,(r-j) mod ii] <= cap(f)          (every unit f, slot r)
     L >= time[v] + cycles[v]                                      (schedule length)
 
-The resource rows are rule 2 of ``shared/spec/formats.md`` verbatim: row j of
+The resource rows are rule 2 of ``docs/formats.md`` verbatim: row j of
 v's reservation table lands on slot (time[v] + j) mod ii, which is
 (r_v + j) mod ii because ii*k[v] vanishes mod ii.
 
@@ -38,34 +38,28 @@ cycle, so its longest paths are simple and
 """
 from __future__ import annotations
 
-import time as _time
 import warnings
 from math import ceil
 
-from ..errors import InputError, SolverTimeoutError, SolverUnavailableError
+from ..errors import InputError, SolverTimeoutError
+from .backends import load_pulp
+from .limits import Deadline
 
 #: CBC's outcomes as this module reports them.
 OPTIMAL, INFEASIBLE = "optimal", "infeasible"
 
 
-def load_pulp():
-    """The pulp module, or SolverUnavailableError with the fix."""
-    try:
-        import pulp
-    except ImportError:
-        raise SolverUnavailableError("solver 'ilp' needs pulp: pip install pulp") from None
-    return pulp
-
-
-def solve_cbc(prob, time_limit: float, what: str) -> str:
-    """Run CBC on ``prob`` with fixed options; return OPTIMAL or INFEASIBLE.
+def solve_cbc(prob, deadline: Deadline, what: str) -> str:
+    """Run CBC on ``prob`` with fixed options until ``deadline``; return OPTIMAL or INFEASIBLE.
 
     Raise SolverTimeoutError when CBC stops before it proved either (with or
     without an incumbent: an unproven answer would make results depend on
     machine speed)."""
-    pulp = load_pulp()
-    if time_limit <= 0:
-        raise SolverTimeoutError(f"{what}: no time left (time limit reached before CBC started)")
+    pulp = load_pulp(what)
+    if deadline.expired():
+        raise SolverTimeoutError(f"{what}: no time left (time limit {deadline.limit:g} s reached before CBC "
+                                 "started): raise the time limit")
+    time_limit = deadline.left()
     with warnings.catch_warnings():
         # The CBC binary bundled with the pinned pulp is the solver we test against;
         # pulp 3.3 warns that pulp 4 will ship it separately (pulp[cbc]).
@@ -73,14 +67,14 @@ def solve_cbc(prob, time_limit: float, what: str) -> str:
         # CBC's default serial search with fixed options is reproducible, tie-breaks
         # included.  No "-threads 1": with it the bundled binary stalled for 10 s in
         # about 1 run in 1000 on a loaded machine (none in 5000 runs without).
-        cbc = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit)
+        cbc = pulp.PULP_CBC_CMD(msg=False, timeLimit=None if time_limit == float("inf") else time_limit)
     status = prob.solve(cbc)
     if status == pulp.LpStatusInfeasible:
         return INFEASIBLE
     if status == pulp.LpStatusOptimal and prob.sol_status == pulp.LpSolutionOptimal:
         return OPTIMAL
     raise SolverTimeoutError(f"{what}: CBC stopped after {time_limit:.1f} s without proving optimality "
-                             f"(status '{pulp.LpStatus[status]}'); raise the time limit")
+                             f"(status '{pulp.LpStatus[status]}'): raise the time limit")
 
 
 def default_max_time(graph, ii: int) -> int:
@@ -91,7 +85,7 @@ def default_max_time(graph, ii: int) -> int:
 
 
 def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
-                        max_time: int | None = None) -> dict[str, int] | None:
+                        max_time: int | None = None, deadline: Deadline | None = None) -> dict[str, int] | None:
     """Issue times of a modulo schedule at ``ii`` of minimum length, or None.
 
     Parameters
@@ -103,6 +97,8 @@ def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
         The initiation interval, an integer >= 1.
     time_limit
         Seconds for both CBC runs together.
+    deadline
+        A ``limits.Deadline`` to use instead of ``time_limit``.
     max_time
         Largest issue time allowed; default ``default_max_time(graph, ii)``,
         which never cuts off an optimal schedule.  With a smaller bound, None
@@ -125,8 +121,8 @@ def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
         max_time = default_max_time(graph, ii)
     elif isinstance(max_time, bool) or not isinstance(max_time, int) or max_time < 0:
         raise InputError(f"max_time must be an integer >= 0, got {max_time!r}")
-    pulp = load_pulp()
-    deadline = _time.monotonic() + time_limit
+    pulp = load_pulp("solver 'ilp'")
+    deadline = Deadline.of(deadline, time_limit)
 
     prob = pulp.LpProblem("modulo_schedule", pulp.LpMinimize)
     names = graph.names
@@ -153,11 +149,11 @@ def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
 
     what = f"modulo schedule of '{graph.name}' at ii={ii}"
     prob.setObjective(length)
-    if solve_cbc(prob, deadline - _time.monotonic(), what) == INFEASIBLE:
+    if solve_cbc(prob, deadline, what) == INFEASIBLE:
         return None
     best = round(length.value())
     prob += length <= best, "length_optimal"
     prob.setObjective(pulp.lpSum(time.values()))
-    if solve_cbc(prob, deadline - _time.monotonic(), what + " (tie-break)") == INFEASIBLE:
+    if solve_cbc(prob, deadline, what + " (tie-break)") == INFEASIBLE:
         raise AssertionError("fixing L at its optimum made the modulo ILP infeasible")
     return {n: round(pulp.value(time[n])) for n in names}

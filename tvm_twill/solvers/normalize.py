@@ -41,12 +41,13 @@ in well under a second.  A zero cost (a streaming op, section 5.3) stays 0.
 """
 from __future__ import annotations
 
-import time as _time
 from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..errors import GraphError, InputError
-from .modulo_ilp import INFEASIBLE, load_pulp, solve_cbc
+from .backends import load_pulp
+from .limits import Deadline
+from .modulo_ilp import INFEASIBLE, solve_cbc
 
 
 @dataclass(frozen=True)
@@ -82,13 +83,14 @@ def _distortion(costs, scaled) -> int:
 
 
 def normalize_costs(values: Sequence[int], U: int = 300, time_limit: float = 10.0,
-                    objective: str = "relative") -> Normalization:
+                    objective: str = "relative", *, deadline: Deadline | None = None) -> Normalization:
     """Map cycle counts to small integers with the least ratio distortion (module docstring).
 
     Raises InputError for a negative or non-integer value, a bad U, or more
     distinct positive values than U (each needs at least 1);
     SolverTimeoutError when CBC does not prove the optimum within
-    ``time_limit`` seconds (both runs together).
+    ``time_limit`` seconds (every CBC run together), or before ``deadline``
+    (a ``limits.Deadline``; it replaces ``time_limit``).
     """
     if objective not in OBJECTIVES:
         raise InputError(f"normalization objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -100,13 +102,13 @@ def normalize_costs(values: Sequence[int], U: int = 300, time_limit: float = 10.
     costs = sorted({v for v in values if v > 0})
     mapping = {0: 0} if 0 in values else {}
     if not costs:
-        return Normalization(mapping=mapping, distortion=0, max_ratio_error=0.0, U=U)
+        return Normalization(mapping=mapping, distortion=0, max_ratio_error=0.0, U=U, objective=objective)
     n = len(costs)
     if n > U:
         raise InputError(f"cannot normalize {n} distinct costs with U={U}: each needs at least 1, "
                          f"so U must be at least {n}")
-    pulp = load_pulp()
-    deadline = _time.monotonic() + time_limit
+    pulp = load_pulp("cost normalization")
+    deadline = Deadline.of(deadline, time_limit)
     if objective == "relative":
         scaled = _relative(pulp, costs, U, deadline)
         mapping.update(zip(costs, scaled))
@@ -125,13 +127,13 @@ def normalize_costs(values: Sequence[int], U: int = 300, time_limit: float = 10.
 
     what = f"cost normalization of {n} values with U={U}"
     prob.setObjective(f)
-    if solve_cbc(prob, deadline - _time.monotonic(), what) == INFEASIBLE:
+    if solve_cbc(prob, deadline, what) == INFEASIBLE:
         raise AssertionError("normalization ZLP infeasible although C' = 1 is feasible")
     # F is a maximum of integers at the optimum; round away LP noise.
     distortion = round(f.value())
     prob += f <= distortion, "distortion_optimal"
     prob.setObjective(pulp.lpSum(c))
-    if solve_cbc(prob, deadline - _time.monotonic(), what + " (tie-break)") == INFEASIBLE:
+    if solve_cbc(prob, deadline, what + " (tie-break)") == INFEASIBLE:
         raise AssertionError("fixing F at its optimum made the normalization ZLP infeasible")
     scaled = [round(v.value()) for v in c]
     mapping.update(zip(costs, scaled))
@@ -139,7 +141,7 @@ def normalize_costs(values: Sequence[int], U: int = 300, time_limit: float = 10.
                          U=U, objective=objective)
 
 
-def _relative(pulp, costs, U: int, deadline: float) -> list:
+def _relative(pulp, costs, U: int, deadline: Deadline) -> list:
     """C' minimizing the largest relative ratio error (module docstring), coarsest on ties."""
     n = len(costs)
     # Upper bound: the best rounding of a common scale (largest cost -> k).
@@ -164,7 +166,7 @@ def _relative(pulp, costs, U: int, deadline: float) -> list:
                     prob += diff >= -eps * costs[i] * c[j], f"lo_{i}_{j}"
         prob += pulp.lpSum(c) <= U, "resolution"
         prob.setObjective(pulp.lpSum(c) if minimize_sum else pulp.lpSum([]))
-        if solve_cbc(prob, deadline - _time.monotonic(), what) == INFEASIBLE:
+        if solve_cbc(prob, deadline, what) == INFEASIBLE:
             return None
         return [round(v.value()) for v in c]
 
@@ -183,7 +185,8 @@ def _relative(pulp, costs, U: int, deadline: float) -> list:
     return final if final is not None else hi_scaled
 
 
-def normalize_graph(graph, machine, U: int = 300, time_limit: float = 10.0, objective: str = "relative"):
+def normalize_graph(graph, machine, U: int = 300, time_limit: float = 10.0, objective: str = "relative", *,
+                    deadline: Deadline | None = None):
     """Normalize every cost of ``graph`` together; return ``(new_graph, normalization)``.
 
     The costs are op cycles, edge delays and spill costs (an op's own, or the
@@ -193,7 +196,8 @@ def normalize_graph(graph, machine, U: int = 300, time_limit: float = 10.0, obje
     must no longer be used for these ops).  regs/smem/tmem are unchanged.
 
     Raises GraphError for an op with an explicit reservation table: its rows
-    are cycles and cannot be rescaled.
+    are cycles and cannot be rescaled.  ``time_limit`` / ``deadline``: as in
+    ``normalize_costs``.
     """
     from ..model import get_machine
 
@@ -204,7 +208,7 @@ def normalize_graph(graph, machine, U: int = 300, time_limit: float = 10.0, obje
                              "set \"normalize\": false or describe it with unit and cycles")
     spill = {op.name: machine.spill_cost if op.spill_cost is None else op.spill_cost for op in graph.ops}
     values = [op.cycles for op in graph.ops] + [e.delay for e in graph.edges] + list(spill.values())
-    norm = normalize_costs(values, U=U, time_limit=time_limit, objective=objective)
+    norm = normalize_costs(values, U=U, time_limit=time_limit, objective=objective, deadline=deadline)
     m = norm.mapping
     ops = tuple(replace(op, cycles=m[op.cycles], spill_cost=m[spill[op.name]]) for op in graph.ops)
     edges = tuple(replace(e, delay=m[e.delay]) for e in graph.edges)

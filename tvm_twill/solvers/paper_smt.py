@@ -57,7 +57,7 @@ random seed.  The schedule read back is M(v) = the t with op[v,0,t].
 Differences from the paper, and why (the checker is the reference)
 ------------------------------------------------------------------
 Read literally, Q with C = ceil(L/ii) copies is looser than the checker
-(``shared/spec/formats.md``, rules 1-6) in two ways and stricter in three:
+(``docs/formats.md``, rules 1-6) in two ways and stricter in three:
 
 * Looser: an edge of distance delta >= C has no pair of copies in Q, so the
   paper drops it (a real dependence lost); and a value live for longer than
@@ -106,18 +106,13 @@ from __future__ import annotations
 import time as _time
 from math import ceil
 
-from ..errors import InfeasibleError, InputError, SolverTimeoutError, SolverUnavailableError
+from ..errors import InfeasibleError, InputError, SolverTimeoutError
+from .backends import load_z3
+from .families import Family
+from .limits import Deadline, z3_unknown
 from .modulo_ilp import modulo_schedule_ilp
 
 SOLVER = "paper-smt"
-
-
-def _load_z3():
-    try:
-        import z3
-    except ImportError:
-        raise SolverUnavailableError("solver 'paper-smt' needs z3-solver: pip install z3-solver") from None
-    return z3
 
 
 def _spill(op, machine) -> int:
@@ -131,14 +126,15 @@ def copies_and_horizon(graph, ii: int, length: int) -> tuple[int, int]:
     return copies, (copies - 1) * ii + length
 
 
-def paper_smt_solve(graph, machine, ii: int, length: int, *,
-                    time_limit: float = 60.0) -> tuple[dict[str, int], dict[str, int]] | None:
+def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float = 60.0,
+                    deadline: Deadline | None = None) -> tuple[dict[str, int], dict[str, int]] | None:
     """Solve Figures 4-6 for (ii, L); return (times, warps) or None when unsat.
 
     ``times`` are the copy-0 issue cycles M(v) (every op ends by ``length``),
     ``warps`` the warp (group) of each op.  Raises SolverTimeoutError when
-    ``time_limit`` seconds (building the constraints included) run out before
-    z3 answers.
+    ``time_limit`` seconds (building the constraints included; or the
+    ``limits.Deadline`` ``deadline``) run out before z3 answers, and
+    KeyboardInterrupt on Ctrl-C while z3 runs.
     """
     from ..model import get_machine
 
@@ -147,9 +143,9 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
             raise InputError(f"{what} must be an integer >= 1, got {v!r}")
     machine = get_machine(machine)
     graph.validate_for(machine)
-    z3 = _load_z3()
+    z3 = load_z3("solver 'paper-smt'")
     Bool, And, Not, Implies = z3.Bool, z3.And, z3.Not, z3.Implies
-    deadline = _time.monotonic() + time_limit
+    deadline = Deadline.of(deadline, time_limit)
 
     def Or(lits):
         """z3.Or of a list, built by one C call: z3.Or's per-argument coercion
@@ -160,9 +156,9 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
                                       (z3.Ast * len(lits))(*[x.as_ast() for x in lits])), lits[0].ctx)
 
     def overdue(stage: str) -> None:
-        if _time.monotonic() > deadline:
-            raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: {time_limit:.1f} s "
-                                     f"ran out while building the {stage} constraints; raise the time limit")
+        if deadline.expired():
+            raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: {deadline.limit:.1f} s "
+                                     f"ran out while building the {stage} constraints: raise the time limit")
 
     names = graph.names
     ops = {n: graph.op(n) for n in names}
@@ -280,11 +276,16 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *,
                     s.add(Implies(And(op[v, i, t], same), Not(Or(busy))))             # Concurrency
 
     overdue("Figure 6")
-    s.set("timeout", max(1, int((deadline - _time.monotonic()) * 1000)))
+    ms = deadline.z3_ms()
+    s.set("timeout", ms)
+    t0 = _time.monotonic()
     result = s.check()
     if result == z3.unknown:
+        reason = s.reason_unknown()
+        # KeyboardInterrupt on Ctrl-C
+        z3_unknown(reason, seconds=_time.monotonic() - t0, allowed=ms / 1000 if ms else None)
         raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: z3 answered "
-                                 f"unknown ({s.reason_unknown()}) within {time_limit:.1f} s; "
+                                 f"unknown ({reason}) within {deadline.limit:.1f} s: "
                                  "raise the time limit")
     if result == z3.unsat:
         return None
@@ -307,7 +308,8 @@ def _canonical_warps(warps: dict[str, int], graph, n_warps: int) -> dict[str, in
     return {n: rename[w] for n, w in warps.items()}
 
 
-def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | None = None):
+def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | None = None,
+                 deadline: Deadline | None = None):
     """Algorithm 1 of the Twill paper; return a Schedule (``optimal=False``).
 
     ::
@@ -330,7 +332,7 @@ def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | Non
     is the first ii whose modulo ILP is feasible (every smaller one is proved
     impossible).  The result is verified by the independent checker.  Raises
     SolverTimeoutError (with the attempts so far) when ``time_limit`` seconds
-    run out.
+    (or the ``limits.Deadline`` ``deadline``) run out.
     """
     from ..model import Attempt, LowerBound, get_machine, make_schedule, rec_mii, res_mii, verify
     from .search import default_max_ii
@@ -338,7 +340,7 @@ def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | Non
     machine = get_machine(machine)
     graph.validate_for(machine)
     start = _time.monotonic()
-    deadline = start + time_limit
+    deadline = Deadline.of(deadline, time_limit)
     attempts: list = []
     res, rec = res_mii(graph, machine), rec_mii(graph)
     cycles = {op.name: op.cycles for op in graph.ops}
@@ -348,15 +350,16 @@ def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | Non
     for ii in range(first_ii, last_ii + 1):
         t0 = _time.monotonic()
         try:
-            M = modulo_schedule_ilp(graph, machine, ii, time_limit=deadline - t0)
+            M = modulo_schedule_ilp(graph, machine, ii, deadline=deadline)
         except SolverTimeoutError:
             attempts.append(Attempt(ii, None, "timeout", round(_time.monotonic() - t0, 3), solver=SOLVER))
             raise SolverTimeoutError(f"paper search for '{graph.name}' ran out of time "
-                                     f"({time_limit:.0f} s) in the modulo ILP at ii={ii}", attempts)
+                                     f"({deadline.limit:.0f} s) in the modulo ILP at ii={ii}: raise the time "
+                                     "limit", attempts) from None
         if M is None:
             # The modulo ILP proved ii impossible (spill costs 0: a bound for any warps).
             attempts.append(Attempt(ii, None, "infeasible", round(_time.monotonic() - t0, 3),
-                                    reason="dependence + resources", solver=SOLVER))
+                                    reason=f"{Family.DEPENDENCE} + {Family.RESOURCES}", solver=SOLVER))
             continue
         lower = lower or LowerBound(ii=ii, resource=res, recurrence=rec)
         first = max(1, max(M[n] + cycles[n] for n in graph.names))
@@ -364,11 +367,12 @@ def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | Non
         while ceil(length / ii) == ceil(first / ii):
             t0 = _time.monotonic()
             try:
-                found = paper_smt_solve(graph, machine, ii, length, time_limit=deadline - t0)
+                found = paper_smt_solve(graph, machine, ii, length, deadline=deadline)
             except SolverTimeoutError:
                 attempts.append(Attempt(ii, length, "timeout", round(_time.monotonic() - t0, 3), solver=SOLVER))
                 raise SolverTimeoutError(f"paper search for '{graph.name}' ran out of time "
-                                         f"({time_limit:.0f} s) at ii={ii}, L={length}", attempts)
+                                         f"({deadline.limit:.0f} s) at ii={ii}, L={length}: raise the time "
+                                         "limit", attempts) from None
             seconds = round(_time.monotonic() - t0, 3)
             if found is None:
                 attempts.append(Attempt(ii, length, "unsat", seconds, solver=SOLVER))

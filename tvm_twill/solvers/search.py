@@ -7,47 +7,62 @@
    give streaming variable-latency ops zero latency (section 5.3).
 2. Start at ``LB = max(ResMII, RecMII)``; no smaller ii can work.
 3. For ii = LB, LB+1, ...: ask the joint z3 problem (``smt.JointProblem``)
-   whether any schedule exists (first within Algorithm 1's length window,
-   critical path + ii, then, if the window was what failed, without it).  Its time bound is proven loss-free, so
-   ``unsat`` proves ii impossible, and the unsat core names the constraint
-   families that rule it out.  On ``sat``, shrink the length: first the
-   model's first length down: galloping up from the critical path, then
-   bisection (the minimum length, which Algorithm 1's inner loop finds one
-   length at a time).
-4. Verify the schedule with the independent checker before returning it.
+   whether any schedule exists, first within Algorithm 1's length window
+   (critical path + ii) and, if the unsat core shows that the window is what
+   failed, without it.  The time bound of the model is proven loss-free, so
+   ``unsat`` proves ii impossible, and the (minimized) unsat core names the
+   constraint families that rule it out.
+4. On the first ``sat``, the tie-breaks: the shortest length (galloping up
+   from the critical path, then bisection), then the lowest per-warp
+   register peak, then the latest issue times (largest sum: values are
+   produced as late as their consumers allow), then z3's model (pinned z3
+   version, seed 0).
+5. Verify the schedule with the independent checker before returning it.
 
-Tie-breaks, in order: smallest ii, then smallest length, then the lowest
-per-warp register peak, then the latest issue times (largest sum: values are
-produced as late as their consumers allow), then z3's model (pinned z3
-version, seed 0).  The last two are searched within a deterministic z3
-resource budget, so they are best effort but reproducible.  ``optimal`` is true when every ii in
-[LB, ii) was proven impossible.  The search stops at ``max_ii`` (default:
-the ii at which one iteration fits alone, ops back to back with every delay
-and spill), so it always terminates; a graph infeasible up to there is
-reported with the constraint family that rules it out.
+Limits.  One ``limits.Deadline`` (``time_limit`` seconds, or the caller's)
+covers all of it: normalization, building each model, every query, core
+minimization, the tie-breaks and the final check.  When it passes, the
+search raises ``SolverTimeoutError`` saying which ii it was deciding and
+what was proven; it never returns a schedule cut short by the clock.  Core
+minimization and the tie-breaks are bounded by z3's deterministic resource
+counter instead (``limits.CORE_RLIMIT``, ``LENGTH_RLIMIT``,
+``TIE_BREAK_RLIMIT`` per query, ``TIE_BREAK_TOTAL_RLIMIT`` for all
+tie-breaks of a solve): a tie-break query that exhausts its budget ends
+that tie-break the same way on every machine.  So with a time limit that is
+not reached, the schedule does not depend on machine speed; with one that
+is, the answer is SolverTimeoutError.  The length is therefore the shortest
+z3 finds within the budget (the shortest in practice; a longer one is never
+passed off as proven).
+
+``optimal`` is true when every ii in [LB, ii) was proven impossible.  The
+search stops at ``max_ii`` (default: the ii at which one iteration fits
+alone, ops back to back with every delay and spill), so it always
+terminates; a graph infeasible up to there is reported with the constraint
+family that rules it out.
 """
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import InfeasibleError, SolverTimeoutError
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
+from .families import Bound, Family
+from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
 from .smt import JointProblem
 
-
-#: z3 resource budget of one register tie-break query (deterministic, unlike time).
-TIE_BREAK_RLIMIT = 300_000
+SOLVER = "smt"
 
 
 @dataclass(frozen=True)
 class SolveOptions:
     """Options of ``solve`` (fields, not PassContext keys).
 
-    ``time_limit``: seconds for the whole search.  ``normalize_bound``: U of
-    the normalization ZLP; ``normalize_objective``: ``"relative"`` (least
-    relative ratio error, the default) or ``"paper"`` (the paper's F).  ``streaming_depth``: ring-buffer depth of a
-    streaming load (its shared memory is charged that many times).
+    ``time_limit``: seconds for the whole solve (normalization, search,
+    tie-breaks, check).  ``normalize_bound``: U of the normalization ZLP;
+    ``normalize_objective``: ``"relative"`` (least relative ratio error, the
+    default) or ``"paper"`` (the paper's F).  ``streaming_depth``: ring-buffer
+    depth of a streaming load (its shared memory is charged that many times).
     ``cross_warp_sync``: a consumer that receives a value from another warp
     waits for it, like a blocking edge (the paper's elided constraint).
     ``max_ii``: stop the search there (None: one iteration alone).
@@ -63,12 +78,16 @@ class SolveOptions:
 
 @dataclass(frozen=True)
 class Prepared:
-    """The graph the solver actually schedules, and how it was derived."""
+    """The graph the solver actually schedules, and how it was derived.
+
+    ``deadline``: the one ``prepare`` started (or was given); ``solve_prepared``
+    continues it, so prepare + solve_prepared share one time limit."""
 
     graph: object
     machine: object
     normalization: dict | None
     streaming: tuple
+    deadline: Deadline | None = field(default=None, compare=False, repr=False)
 
 
 def _resolve_machine(graph, machine):
@@ -77,16 +96,21 @@ def _resolve_machine(graph, machine):
     return get_machine(machine)
 
 
-def prepare(graph, machine=None, options: SolveOptions = SolveOptions()) -> Prepared:
-    """Normalize costs and apply the streaming-op rule; validate against the machine."""
+def prepare(graph, machine=None, options: SolveOptions = SolveOptions(), *,
+            deadline: Deadline | None = None) -> Prepared:
+    """Normalize costs and apply the streaming-op rule; validate against the machine.
+
+    ``deadline``: the solve's Deadline (default: a new one of
+    ``options.time_limit`` seconds, kept in the result for ``solve_prepared``)."""
+    dl = Deadline.of(deadline, options.time_limit)
     m = _resolve_machine(graph, machine)
     graph.validate_for(m)
     report = None
     g = graph
     if graph.normalize:
         from .normalize import normalize_graph
-        g, norm = normalize_graph(graph, m, U=options.normalize_bound,
-                                  time_limit=min(10.0, options.time_limit), objective=options.normalize_objective)
+        g, norm = normalize_graph(graph, m, U=options.normalize_bound, objective=options.normalize_objective,
+                                  deadline=dl)
         report = {"U": norm.U, "objective": norm.objective, "distortion": norm.distortion,
                   "max_ratio_error": round(norm.max_ratio_error, 6),
                   "mapping": {str(k): v for k, v in sorted(norm.mapping.items())}}
@@ -99,7 +123,8 @@ def prepare(graph, machine=None, options: SolveOptions = SolveOptions()) -> Prep
                     for op in g.ops)
         edges = tuple(replace(e, delay=0) if e.src in streaming else e for e in g.edges)
         g = g.replace(ops=ops, edges=edges, normalize=False)
-    return Prepared(graph=g, machine=m, normalization=report, streaming=streaming)
+    dl.check("while preparing the graph (normalization)")
+    return Prepared(graph=g, machine=m, normalization=report, streaming=streaming, deadline=dl)
 
 
 def default_max_ii(graph, machine) -> int:
@@ -112,82 +137,101 @@ def default_max_ii(graph, machine) -> int:
     return max(1, total)
 
 
-def solve(graph, machine=None, *, time_limit: float | None = None, options: SolveOptions | None = None):
+def solve(graph, machine=None, *, time_limit: float | None = None, options: SolveOptions | None = None,
+          deadline: Deadline | None = None):
     """The schedule with the smallest ii (then length) for ``graph`` on ``machine``.
 
-    Raises ``InfeasibleError`` (with ``.family``) when no ii up to ``max_ii``
-    works and ``SolverTimeoutError`` when time runs out first.
+    ``time_limit`` (default ``options.time_limit``) seconds cover the whole
+    call; a caller with its own ``limits.Deadline`` passes ``deadline``
+    instead.  Raises ``InfeasibleError`` (with ``.family``) when no ii up to
+    ``max_ii`` works and ``SolverTimeoutError`` when time runs out first.
     """
     opts = options or SolveOptions()
     if time_limit is not None:
         opts = replace(opts, time_limit=time_limit)
-    start = _time.perf_counter()
-    return solve_prepared(prepare(graph, machine, opts), opts, start=start)
+    dl = Deadline.of(deadline, opts.time_limit)
+    return solve_prepared(prepare(graph, machine, opts, deadline=dl), opts, deadline=dl)
 
 
-def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, start: float | None = None):
+def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadline: Deadline | None = None):
     """``solve`` on a graph that ``prepare`` already normalized (so a caller that
-    also needs the prepared graph, like the CLI's report, prepares it once)."""
+    also needs the prepared graph, like the CLI's report, prepares it once).
+
+    The time limit: ``deadline`` if given, else the deadline ``prepare``
+    started, unless ``options`` asks for a different ``time_limit`` than
+    prepare had (then a new Deadline of that many seconds starts here)."""
     opts = options or SolveOptions()
-    start = _time.perf_counter() if start is None else start
-    deadline = start + opts.time_limit
+    dl = deadline
+    if dl is None:
+        dl = prep.deadline if prep.deadline is not None and prep.deadline.limit == opts.time_limit \
+            else Deadline(opts.time_limit)
     g, m = prep.graph, prep.machine
-    graph = g
     res, rec = res_mii(g, m), rec_mii(g)
     window = critical_path(g)
     lb = max(res, rec)
     max_ii = max(lb, opts.max_ii or default_max_ii(g, m))
     attempts: list[Attempt] = []
     last_core: tuple = ()
+
+    def proven(ii: int) -> str:
+        return f"every ii in [{lb}, {ii}) proven impossible" if ii > lb else f"ii={lb} is the lower bound"
+
     for ii in range(lb, max_ii + 1):
-        left = deadline - _time.perf_counter()
-        if left <= 0:
-            raise SolverTimeoutError(
-                f"time limit {opts.time_limit:g}s reached at ii={ii} (every ii in [{lb}, {ii}) proven "
-                f"impossible): raise --time-limit", attempts)
-        problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync)
+        dl.check(f"before deciding ii={ii} ({proven(ii)})", attempts)
+        t0 = _time.perf_counter()
+        try:
+            problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl)
+        except SolverTimeoutError:
+            attempts.append(Attempt(ii, None, "timeout", _time.perf_counter() - t0, solver=SOLVER))
+            raise SolverTimeoutError(dl.message(f"while building the z3 model for ii={ii} ({proven(ii)})"),
+                                     attempts) from None
         # Algorithm 1's window first (L <= critical path + ii): cheaper, and a short
         # first length.  If the core shows the window did not matter, ii is refuted;
         # otherwise decide ii without it (the time bound keeps that query complete).
-        r = problem.solve(max_length=window + ii, timeout=left)
+        r = problem.solve(max_length=window + ii, deadline=dl)
+        seconds = _time.perf_counter() - t0  # the model build, the query and its core minimization
         if r.status == "sat":
-            attempts.append(Attempt(ii, window + ii, "sat", r.seconds, solver="smt"))
-        elif r.status == "unsat" and "length" in r.core:
-            attempts.append(Attempt(ii, window + ii, "unsat", r.seconds, reason=" + ".join(r.core), solver="smt"))
-            r = problem.solve(timeout=max(0.001, deadline - _time.perf_counter()))
+            attempts.append(Attempt(ii, window + ii, "sat", seconds, solver=SOLVER))
+        elif r.status == "unsat" and Bound.LENGTH in r.core:
+            attempts.append(Attempt(ii, window + ii, "unsat", seconds, reason=" + ".join(r.core), solver=SOLVER))
+            t0 = _time.perf_counter()
+            r = problem.solve(deadline=dl)
+            seconds = _time.perf_counter() - t0
         if r.status == "timeout":
-            attempts.append(Attempt(ii, None, "timeout", r.seconds, solver="smt"))
-            raise SolverTimeoutError(f"time limit {opts.time_limit:g}s reached while deciding ii={ii}: "
-                                     "raise --time-limit", attempts)
+            attempts.append(Attempt(ii, None, "timeout", seconds, solver=SOLVER))
+            doing = (f"while naming the constraint families that rule out ii={ii} (ii={ii} proven impossible; "
+                     f"{proven(ii)})" if r.unsat_proven else f"while deciding ii={ii} ({proven(ii)})")
+            raise SolverTimeoutError(dl.message(doing), attempts)
         if r.status == "unsat":
             last_core = r.core
-            attempts.append(Attempt(ii, None, "unsat", r.seconds, reason=" + ".join(r.core) or None,
-                                    solver="smt"))
+            attempts.append(Attempt(ii, None, "unsat", seconds, reason=" + ".join(r.core) or None,
+                                    solver=SOLVER))
             continue
-        proof_seconds = _time.perf_counter() - start
-        times, warps = _shortest(problem, r, ii, g, attempts, deadline)
+        proof_seconds = dl.elapsed()
+        times, warps = _shortest(problem, r, ii, g, attempts, dl, proven(ii))
         sched = make_schedule(
             g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
             optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
-            solve_seconds=_time.perf_counter() - start, proof_seconds=proof_seconds, attempts=tuple(attempts),
+            solve_seconds=dl.elapsed(), proof_seconds=proof_seconds, attempts=tuple(attempts),
             normalization=prep.normalization,
             streaming={"ops": list(prep.streaming), "depth": opts.streaming_depth} if prep.streaming else None)
+        dl.check(f"before the final check of the schedule at ii={ii} (ii={ii} optimal)", attempts)
         bad = check(sched, g, m, cross_warp_sync=opts.cross_warp_sync)
         if bad:  # a solver bug: never hand out an unchecked schedule
             raise AssertionError("solver produced a schedule the checker rejects: " + "; ".join(map(str, bad)))
         return sched
     family = _family(last_core)
     raise InfeasibleError(
-        f"graph '{graph.name}' has no schedule on '{m.name}' for any ii in [{lb}, {max_ii}] "
+        f"graph '{g.name}' has no schedule on '{m.name}' for any ii in [{lb}, {max_ii}] "
         f"(at ii={max_ii} one iteration runs alone): ruled out by {' + '.join(last_core) or family}",
         family=family, attempts=attempts)
 
 
 def _family(core: tuple) -> str:
-    for f in ("registers", "memory", "variable latency", "blocking sync", "resources", "dependence"):
+    for f in Family.MOST_SPECIFIC_FIRST:
         if f in core:
             return f
-    return "dependence"
+    return Family.DEPENDENCE
 
 
 def critical_path(graph) -> int:
@@ -202,19 +246,34 @@ def critical_path(graph) -> int:
     return max(asap[op.name] + op.cycles for op in graph.ops)
 
 
-def _shortest(problem, first, ii, g, attempts, deadline):
+def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
     """Tie-breaks at the optimal ii (see the module docstring): shortest length,
-    then lowest per-warp register peak, then latest issue times."""
+    then lowest per-warp register peak, then latest issue times.
+
+    Every query is bounded by its rlimit and all of them together by
+    TIE_BREAK_TOTAL_RLIMIT (deterministic); a query that exhausts its budget
+    ends its tie-break.  The deadline passing raises SolverTimeoutError."""
     def length(times):
         return max(times[op.name] + op.cycles for op in g.ops)
 
     best = first
+    spent = 0
 
-    def query(**kw):
-        left = deadline - _time.perf_counter()
-        if left <= 0:
-            return None  # keep the valid schedule in hand: these are tie-breaks only
-        return problem.solve(timeout=left, **kw)
+    def query(what: str, cap: int, **kw):
+        """The query's result, or None when the total budget is spent (deterministic)."""
+        nonlocal spent
+        budget = min(cap, TIE_BREAK_TOTAL_RLIMIT - spent)
+        if budget <= 0:
+            return None
+        t0 = _time.perf_counter()
+        r = problem.solve(deadline=dl, rlimit=budget, minimize_core=False, **kw)
+        spent += r.rlimit_used
+        if r.status == "timeout":
+            attempts.append(Attempt(ii, kw.get("max_length"), "timeout", _time.perf_counter() - t0, solver=SOLVER))
+            raise SolverTimeoutError(dl.message(f"in the tie-breaks ({what}) at ii={ii} (a schedule at ii={ii} "
+                                                f"found and {proven}; the tie-breaks decide which one)"),
+                                     attempts)
+        return None if r.status == "budget" else r
 
     # Shortest length: gallop up from the critical path (answers near the bound
     # are cheap), then bisect between the last unsat and the best sat length.
@@ -222,21 +281,21 @@ def _shortest(problem, first, ii, g, attempts, deadline):
     step = 1
     while lo < hi:
         mid = min(hi - 1, lo + step - 1) if step < hi - lo else (lo + hi) // 2
-        r = query(max_length=mid)
-        if r is None or r.status == "timeout":
+        r = query("shortest length", LENGTH_RLIMIT, max_length=mid)
+        if r is None:
             break
-        attempts.append(Attempt(ii, mid, r.status, r.seconds, reason=" + ".join(r.core) or None, solver="smt"))
+        attempts.append(Attempt(ii, mid, r.status, r.seconds, reason=" + ".join(r.core) or None, solver=SOLVER))
         if r.status == "sat":
             best, hi = r, length(r.times)
         else:
             lo, step = mid + 1, step * 2
     L = hi
 
-    def bisect(lo, hi, run, measure):
+    def bisect(lo, hi, what, run, measure):
         nonlocal best
         while lo < hi:
-            r = run((lo + hi) // 2)
-            if r is None or r.status == "timeout":
+            r = run(what, (lo + hi) // 2)
+            if r is None:
                 break
             if r.status == "sat":
                 best, hi = r, measure(r)
@@ -244,12 +303,12 @@ def _shortest(problem, first, ii, g, attempts, deadline):
                 lo = (lo + hi) // 2 + 1
         return hi
 
-    # The later tie-breaks are best effort within a deterministic z3 budget.
-    R = bisect(0, best.reg_peak, lambda mid: query(max_length=L, max_regs=mid, rlimit=TIE_BREAK_RLIMIT),
+    R = bisect(0, best.reg_peak, "lowest register peak",
+               lambda what, mid: query(what, TIE_BREAK_RLIMIT, max_length=L, max_regs=mid),
                lambda r: r.reg_peak)
     # As late as possible: the largest sum of issue times (bisection on its negation).
     latest = sum(L - op.cycles for op in g.ops)
-    bisect(-latest, -sum(best.times.values()),
-           lambda mid: query(max_length=L, max_regs=R, min_time_sum=-mid, rlimit=TIE_BREAK_RLIMIT),
+    bisect(-latest, -sum(best.times.values()), "latest issue times",
+           lambda what, mid: query(what, TIE_BREAK_RLIMIT, max_length=L, max_regs=R, min_time_sum=-mid),
            lambda r: -sum(r.times.values()))
     return best.times, best.warps

@@ -14,7 +14,12 @@ depend on the magnitude of the cycle counts:
 * Resources (rule 2): on a unit of capacity 1 that ops occupy for
   contiguous cycles, two ops u, v do not collide iff the slot distance
   ``m = (r_v - r_u) mod ii`` satisfies ``c_u <= m <= ii - c_v``; other units
-  use one pseudo-boolean sum per slot over one-hot slot indicators.
+  are exact at the starts of the occupied intervals: an op (or a run of equal
+  rows of its reservation table) occupying k units for L cycles from offset j
+  adds ``k * (L // ii + [(rho - r_v - j) mod ii < L mod ii])`` at slot rho, a
+  step function that rises only at interval starts, so one sum per interval
+  start (O(s^2) terms for s intervals) replaces one sum per slot.  Nothing is
+  built per cycle of an op or per slot of ii.
 * Blocking (rule 4): for a blocking edge into v and an op o on v's warp,
   ``(r_v - r_o) mod ii >= c_o``: no instance of o executes when v issues.
 * Registers / memory (rules 5, 6): the value of v is live over
@@ -33,30 +38,36 @@ depend on the magnitude of the cycle counts:
   those edges satisfied and only shortens live ranges.  So the bound loses
   no schedule, and unsat at ii proves ii impossible.
 
-Each constraint family sits behind an assumption literal, so an unsat
-answer comes with the families that rule ii out (an unsat core).
+Each constraint family (``families.Family``) sits behind an assumption
+literal, so an unsat answer comes with the families that rule ii out (an
+unsat core).  The core is minimized here, not by z3's ``core.minimize``
+(which ran unbounded after the answer): deletion-based, each trial bounded
+by ``limits.CORE_RLIMIT`` (deterministic) and by the caller's deadline.
 """
 from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass
 
-from ..errors import SolverUnavailableError
+from .backends import load_z3
+from .families import Bound, Family
+from .limits import CORE_RLIMIT, Deadline, z3_unknown
 
-FAMILIES = ("dependence", "resources", "variable latency", "blocking sync", "registers", "memory")
-
-
-def _z3():
-    try:
-        import z3
-    except ImportError:  # pragma: no cover - exercised only without z3
-        raise SolverUnavailableError("the default solver needs z3-solver: pip install z3-solver==5.4.0.0") from None
-    return z3
+#: The constraint families, in report order (``Family.ALL``).
+FAMILIES = Family.ALL
 
 
 @dataclass(frozen=True)
 class SmtResult:
-    """Outcome of one query: ``status`` is sat/unsat/timeout."""
+    """Outcome of one query.
+
+    ``status``: ``sat``, ``unsat``, ``timeout`` (the wall-clock limit) or
+    ``budget`` (the query's rlimit, deterministic).  ``seconds``: wall time
+    of the query including its core minimization.  ``unsat_proven``: a
+    ``timeout`` that came after z3 proved unsat, while minimizing the core
+    (``core`` then holds the unminimized core).  ``rlimit_used``: z3's
+    resource count spent by the query (deterministic).
+    """
 
     status: str
     times: dict | None = None
@@ -65,6 +76,8 @@ class SmtResult:
     seconds: float = 0.0
     length: int | None = None
     reg_peak: int | None = None
+    unsat_proven: bool = False
+    rlimit_used: int = 0
 
 
 def time_bound(graph, machine, ii: int) -> int:
@@ -76,12 +89,36 @@ def time_bound(graph, machine, ii: int) -> int:
     return ii + (n - 1) * max(dmax * ii, dd + ii - 1)
 
 
-class JointProblem:
-    """The z3 model of one (graph, machine, ii); query it with ``solve``."""
+def segments(op, unit: str) -> list:
+    """``[(offset, length, k)]``: the runs of cycles in which ``op`` holds k > 0
+    instances of ``unit``.  Without an explicit table that is one run, computed
+    without touching the cycles one by one."""
+    if op.rrt is None:
+        return [(0, op.cycles, 1)] if op.unit == unit and op.cycles > 0 else []
+    runs, start, cur = [], 0, 0
+    for j, row in enumerate(op.rrt):
+        k = sum(n for u, n in row if u == unit)
+        if k != cur:
+            if cur:
+                runs.append((start, j - start, cur))
+            start, cur = j, k
+    if cur:
+        runs.append((start, len(op.rrt) - start, cur))
+    return runs
 
-    def __init__(self, graph, machine, ii: int, *, cross_warp_sync: bool = False):
-        z3 = _z3()
+
+class JointProblem:
+    """The z3 model of one (graph, machine, ii); query it with ``solve``.
+
+    ``deadline`` (a ``limits.Deadline``) bounds building the model: past it,
+    SolverTimeoutError.
+    """
+
+    def __init__(self, graph, machine, ii: int, *, cross_warp_sync: bool = False,
+                 deadline: Deadline | None = None):
+        z3 = load_z3()
         self.z3, self.graph, self.machine, self.ii = z3, graph, machine, ii
+        self.deadline = deadline
         # A context of its own: z3's global context keeps state between problems,
         # which made repeated solves in one process return different (equally
         # optimal) schedules.  A fresh context makes every solve reproducible.
@@ -92,7 +129,8 @@ class JointProblem:
         self.true = z3.BoolVal(True, ctx)
         self.solver = z3.Solver(ctx=ctx)
         self.solver.set("random_seed", 0)
-        self.solver.set("core.minimize", True)
+        # Core minimization is ours (bounded, deterministic): z3's ran after the answer, unbounded.
+        self.solver.set("core.minimize", False)
         self.lits = {f: self.Bool(f"family:{f}") for f in FAMILIES}
         ops = graph.ops
         W = machine.warp_groups
@@ -104,7 +142,7 @@ class JointProblem:
         # SAT core reasons about, instead of an integer disequality to split on.
         self.on = {o.name: [self.Bool(f"w:{o.name}={k}") for k in range(W)] for o in ops}
         self.w = {o.name: z3.Sum([z3.If(b, k, 0) for k, b in enumerate(self.on[o.name])]) for o in ops}
-        self._same = {}
+        self._same, self._mods = {}, {}
         self.length = self.Int("length")
         self.reg_peak = self.Int("reg_peak")
         s = self.solver
@@ -116,13 +154,18 @@ class JointProblem:
                   z3.PbEq([(b, 1) for b in self.on[n]], 1))
         # Shifting every time by ii keeps a schedule valid: let one op start in stage 0.
         s.add(z3.Or([self.q[o.name] == 0 for o in ops]))
-        self._warps(W)
-        self._dependences(cross_warp_sync)
-        self._resources()
-        self._blocking(cross_warp_sync)
-        self._pressure()
+        for build in (lambda: self._warps(W), lambda: self._dependences(cross_warp_sync), self._resources,
+                      lambda: self._blocking(cross_warp_sync), self._pressure):
+            self._tick()
+            build()
+        self._tick()
 
     # -- helpers -------------------------------------------------------------
+    def _tick(self) -> None:
+        """Raise SolverTimeoutError if the deadline passed while building."""
+        if self.deadline is not None:
+            self.deadline.check(f"while building the z3 model for ii={self.ii}")
+
     def _guard(self, family: str, *constraints):
         for c in constraints:
             self.solver.add(self.z3.Implies(self.lits[family], c))
@@ -134,10 +177,19 @@ class JointProblem:
             self._same[key] = self.z3.Or([self.z3.And(x, y) for x, y in zip(self.on[a], self.on[b])])
         return self._same[key]
 
-    def _mod(self, a: str, b: str):
-        """(r_a - r_b) mod ii as a linear term."""
-        d = self.r[a] - self.r[b]
-        return self.z3.If(d >= 0, d, d + self.ii)
+    def _mod(self, a: str, b: str, c: int = 0):
+        """(r_a - r_b + c) mod ii as a linear term (any integer c; cached)."""
+        key = (a, b, c % self.ii)
+        if key not in self._mods:
+            self._mods[key] = self._mod_term(a, b, c)
+        return self._mods[key]
+
+    def _mod_term(self, a: str, b: str, c: int):
+        ii = self.ii
+        d = self.r[a] - self.r[b] + (c % ii)  # in (-ii, 2*ii - 1)
+        if c % ii == 0:
+            return self.z3.If(d >= 0, d, d + ii)
+        return self.z3.If(d < 0, d + ii, self.z3.If(d >= ii, d - ii, d))
 
     def _spill(self, name: str) -> int:
         op = self.graph.op(name)
@@ -150,11 +202,11 @@ class JointProblem:
         fixed = [o.name for o in self.graph.ops if not o.variable_latency]
         if vl:
             if W < 2:
-                self._guard("variable latency", self.false)
+                self._guard(Family.VARIABLE_LATENCY, self.false)
             for n in vl:
-                self._guard("variable latency", self.on[n][W - 1])
+                self._guard(Family.VARIABLE_LATENCY, self.on[n][W - 1])
             for n in fixed:
-                self._guard("variable latency", z3.Not(self.on[n][W - 1]))
+                self._guard(Family.VARIABLE_LATENCY, z3.Not(self.on[n][W - 1]))
         # First-fit symmetry breaking over the interchangeable fixed-latency
         # roles: op k takes role j > 0 only if an earlier op took role j - 1.
         for k, n in enumerate(fixed):
@@ -168,38 +220,43 @@ class JointProblem:
             sp = self._spill(e.src)
             cross = z3.Not(self.same(e.src, e.dst))
             rhs = self.t[e.src] + e.delay + (z3.If(cross, sp, 0) if sp else 0)
-            self._guard("dependence", self.t[e.dst] + e.distance * ii >= rhs)
+            self._guard(Family.DEPENDENCE, self.t[e.dst] + e.distance * ii >= rhs)
 
     def _resources(self) -> None:
         z3, ii = self.z3, self.ii
         for unit, cap in self.machine.units.items():
-            users = [o for o in self.graph.ops if o.usage(unit) > 0]
-            simple = cap == 1 and all(o.rrt is None and o.unit == unit for o in users)
+            self._tick()
+            segs = [(o, seg) for o in self.graph.ops for seg in segments(o, unit)]
+            if not segs:
+                continue
+            simple = cap == 1 and all(o.rrt is None for o, _ in segs)
             if simple:
+                users = [o for o, _ in segs]
                 for o in users:
                     if o.cycles > ii:
-                        self._guard("resources", self.false)
+                        self._guard(Family.RESOURCES, self.false)
                 for i, u in enumerate(users):
                     for v in users[i + 1:]:
                         m = self._mod(v.name, u.name)
-                        self._guard("resources", m >= u.cycles, m <= ii - v.cycles)
+                        self._guard(Family.RESOURCES, m >= u.cycles, m <= ii - v.cycles)
                 continue
-            onehot = {o.name: [self.r[o.name] == k for k in range(ii)] for o in users}
-            for rho in range(ii):
-                terms = []
-                for o in users:
-                    for j, row in enumerate(o.reservation()):
-                        k = dict(row).get(unit, 0)
-                        if k:
-                            terms.append((onehot[o.name][(rho - j) % ii], k))
-                if terms:
-                    self._guard("resources", z3.PbLe(terms, cap))
+            # Occupancy at slot rho: sum over runs of k * (L // ii + [(rho - r - j) mod ii < L mod ii]).
+            base = sum(k * (length // ii) for _, (_, length, k) in segs)
+            partial = [(o, (j, length % ii, k)) for o, (j, length, k) in segs if length % ii]
+            if not partial:
+                if base > cap:
+                    self._guard(Family.RESOURCES, self.false)
+                continue
+            for u, (ju, _, _) in partial:  # the occupancy rises only at these starts
+                terms = [k * z3.If(self._mod(u.name, o.name, ju - j) < b, 1, 0) for o, (j, b, k) in partial]
+                self._guard(Family.RESOURCES, z3.Sum(terms) + base <= cap)
 
     def _blocking(self, cross_warp_sync: bool) -> None:
         z3, ii = self.z3, self.ii
         for e in self.graph.edges:
             if not (e.blocking or cross_warp_sync):
                 continue
+            self._tick()
             cond = self.true if e.blocking else z3.Not(self.same(e.src, e.dst))
             v = e.dst
             for o in self.graph.ops:
@@ -207,10 +264,10 @@ class JointProblem:
                     continue
                 same = self.same(o.name, v)
                 if o.cycles >= ii:  # some instance of o always executes
-                    self._guard("blocking sync", z3.Implies(z3.And(cond, same), False))
+                    self._guard(Family.BLOCKING_SYNC, z3.Implies(z3.And(cond, same), False))
                 else:
-                    self._guard("blocking sync", z3.Implies(z3.And(cond, same),
-                                                            self._mod(v, o.name) >= o.cycles))
+                    self._guard(Family.BLOCKING_SYNC, z3.Implies(z3.And(cond, same),
+                                                                 self._mod(v, o.name) >= o.cycles))
 
     def _pressure(self) -> None:
         z3, ii, g = self.z3, self.ii, self.graph
@@ -237,53 +294,121 @@ class JointProblem:
         # reg_peak: the largest per-warp pressure, bounded by the limit; a
         # query may bound it further (the search's third tie-break).
         self.solver.add(self.reg_peak >= 0)
-        self._guard("registers", self.reg_peak <= limit)
+        self._guard(Family.REGISTERS, self.reg_peak <= limit)
         for u in holders:
             if not u.regs:
                 continue
+            self._tick()
             terms = [z3.If(self.same(v.name, u.name), v.regs * live(v.name, u.name), 0)
                      for v in holders if v.regs]
-            self._guard("registers", z3.Sum(terms) <= self.reg_peak)
+            self._guard(Family.REGISTERS, z3.Sum(terms) <= self.reg_peak)
         for field, cap in (("smem", self.machine.smem_bytes), ("tmem", self.machine.tmem_bytes)):
             users = [v for v in holders if getattr(v, field)]
             for u in users:
-                self._guard("memory", z3.Sum([getattr(v, field) * live(v.name, u.name) for v in users]) <= cap)
+                self._tick()
+                self._guard(Family.MEMORY,
+                            z3.Sum([getattr(v, field) * live(v.name, u.name) for v in users]) <= cap)
 
     # -- queries -------------------------------------------------------------
+    def _rlimit_count(self) -> int:
+        st = self.solver.statistics()
+        try:
+            return int(st.get_key_value("rlimit count"))
+        except Exception:  # noqa: BLE001 - a statistic z3 did not report
+            return 0
+
+    def _check(self, assumptions, deadline: Deadline, rlimit: int):
+        """One z3 check: "sat", "unsat", "timeout" or "budget" (KeyboardInterrupt on Ctrl-C)."""
+        z3 = self.z3
+        if deadline.expired():
+            return "timeout"
+        ms = deadline.z3_ms()
+        self.solver.set("timeout", ms)
+        self.solver.set("rlimit", rlimit)
+        before, t0 = self._rlimit_count(), _time.perf_counter()
+        res = self.solver.check(*assumptions)
+        if res == z3.sat:
+            return "sat"
+        if res == z3.unsat:
+            return "unsat"
+        return z3_unknown(self.solver.reason_unknown(), rlimit=rlimit, rlimit_used=self._rlimit_count() - before,
+                          seconds=_time.perf_counter() - t0, allowed=ms / 1000 if ms else None)
+
+    def _minimize_core(self, core: list, deadline: Deadline, labels: dict) -> tuple[list, bool]:
+        """Deletion-based minimization: drop an element when the rest is proven unsat
+        within CORE_RLIMIT.  Returns (core, finished); finished is False when the
+        deadline cut it (the core is then valid but maybe not minimal)."""
+        order = [lit for lit in core if labels[lit.get_id()] in Bound.ALL] + \
+                [lit for f in FAMILIES for lit in core if labels[lit.get_id()] == f]
+        for lit in order:
+            if len(core) <= 1:
+                break
+            if lit.get_id() not in {c.get_id() for c in core}:
+                continue
+            trial = [c for c in core if c.get_id() != lit.get_id()]
+            status = self._check(trial, deadline, CORE_RLIMIT)
+            if status == "timeout":
+                return core, False
+            if status == "unsat":
+                kept = {c.get_id() for c in self.solver.unsat_core()}
+                core = [c for c in trial if c.get_id() in kept]
+        return core, True
+
     def solve(self, *, max_length: int | None = None, max_regs: int | None = None,
-              min_time_sum: int | None = None, timeout: float = 10.0, rlimit: int = 0, families=FAMILIES) -> SmtResult:
+              min_time_sum: int | None = None, time_limit: float | None = None,
+              deadline: Deadline | None = None, rlimit: int = 0, minimize_core: bool = True) -> SmtResult:
         """Is there a schedule (of length <= max_length, per-warp register peak
-        <= max_regs)?  ``families`` are enforced.  ``rlimit`` (0: none) caps z3's
-        deterministic resource counter, so a capped query gives the same answer
-        on every machine; its exhaustion reads as ``timeout``."""
+        <= max_regs, sum of issue times >= min_time_sum)?
+
+        Wall clock: ``deadline`` and/or ``time_limit`` seconds (the sooner; none:
+        unlimited); past it the result is ``timeout``.  ``rlimit`` (0: none) caps
+        z3's deterministic resource counter, so a capped query gives the same
+        answer on every machine; its exhaustion reads as ``budget``.  An unsat
+        core is minimized (``minimize_core``) within ``limits.CORE_RLIMIT`` per
+        trial.  Ctrl-C while z3 runs raises KeyboardInterrupt.
+        """
         z3 = self.z3
         start = _time.perf_counter()
-        self.solver.set("timeout", max(1, int(timeout * 1000)))
-        self.solver.set("rlimit", rlimit)
-        assumptions = [self.lits[f] for f in families]
+        dl = deadline if deadline is not None else Deadline(time_limit)
+        if deadline is not None and time_limit is not None and time_limit < deadline.left():
+            dl = Deadline(time_limit)
+        assumptions = [self.lits[f] for f in FAMILIES]
+        labels = {lit.get_id(): f for f, lit in self.lits.items()}
+        extra = []
         if max_length is not None:
-            bound_lit = self.Bool(f"length<={max_length}")
-            self.solver.add(z3.Implies(bound_lit, self.length <= max_length))
-            assumptions.append(bound_lit)
+            extra.append((Bound.LENGTH, f"{Bound.LENGTH}<={max_length}", self.length <= max_length))
         if min_time_sum is not None:
-            late_lit = self.Bool(f"time_sum>={min_time_sum}")
-            self.solver.add(z3.Implies(late_lit, z3.Sum(list(self.t.values())) >= min_time_sum))
-            assumptions.append(late_lit)
+            extra.append((Bound.TIME_SUM, f"{Bound.TIME_SUM}>={min_time_sum}",
+                          z3.Sum(list(self.t.values())) >= min_time_sum))
         if max_regs is not None:
-            regs_lit = self.Bool(f"reg_peak<={max_regs}")
-            self.solver.add(z3.Implies(regs_lit, self.reg_peak <= max_regs))
-            assumptions.append(regs_lit)
-        res = self.solver.check(*assumptions)
-        secs = _time.perf_counter() - start
-        if res == z3.sat:
+            extra.append((Bound.REG_PEAK, f"{Bound.REG_PEAK}<={max_regs}", self.reg_peak <= max_regs))
+        for label, name, constraint in extra:
+            lit = self.Bool(name)
+            self.solver.add(z3.Implies(lit, constraint))
+            assumptions.append(lit)
+            labels[lit.get_id()] = label
+        before = self._rlimit_count()
+        status = self._check(assumptions, dl, rlimit)
+
+        def result(st, **kw):
+            return SmtResult(st, seconds=_time.perf_counter() - start,
+                             rlimit_used=max(0, self._rlimit_count() - before), **kw)
+
+        if status == "sat":
             m = self.solver.model()
             ev = lambda x: m.eval(x, model_completion=True).as_long()  # noqa: E731
             names = self.graph.names
-            return SmtResult("sat", {n: ev(self.t[n]) for n in names}, {n: ev(self.w[n]) for n in names},
-                             seconds=secs, length=ev(self.length), reg_peak=ev(self.reg_peak))
-        if res == z3.unsat:
-            names = {str(c) for c in self.solver.unsat_core()}
-            core = tuple(f for f in FAMILIES if f"family:{f}" in names)
-            core += tuple(x for x in ("length", "reg_peak") if any(c.startswith(x + "<=") for c in names))
-            return SmtResult("unsat", core=core, seconds=secs)
-        return SmtResult("timeout", seconds=secs)
+            return result("sat", times={n: ev(self.t[n]) for n in names}, warps={n: ev(self.w[n]) for n in names},
+                          length=ev(self.length), reg_peak=ev(self.reg_peak))
+        if status != "unsat":
+            return result(status)
+        wanted = {c.get_id() for c in self.solver.unsat_core()}
+        core = [lit for lit in assumptions if lit.get_id() in wanted]
+        finished = True
+        if minimize_core:
+            core, finished = self._minimize_core(core, dl, labels)
+        names = {labels[c.get_id()] for c in core}
+        named = tuple(f for f in FAMILIES if f in names) + tuple(b for b in Bound.ALL if b in names)
+        if not finished:
+            return result("timeout", core=named, unsat_proven=True)
+        return result("unsat", core=named)

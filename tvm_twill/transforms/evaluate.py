@@ -82,5 +82,5 @@ def _times_at(graph, machine, ann, ii):
 
 def _span(op, unit) -> int:
     """Cycles from the op's issue to the end of its last use of ``unit`` (0: unused)."""
-    rows = [j for j, row in enumerate(op.reservation()) if any(u == unit and k for u, k in row)]
-    return rows[-1] + 1 if rows else 0
+    ends = [off + length for off, length, row in op.reservation_runs() if any(u == unit and k for u, k in row)]
+    return max(ends, default=0)

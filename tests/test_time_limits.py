@@ -1,0 +1,280 @@
+"""One deadline per solve, deterministic tie-breaks, Ctrl-C, and sizes independent of magnitudes.
+
+No test here times anything: wall-clock measurements live in
+``bench/time_limits.py``.  Clocks are replaced instead (``limits._clock``), so
+a "slow machine" or "time runs out at step k" is exact and reproducible.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import bruteforce
+from bruteforce import bounded
+from strategies import UNITS
+from tvm_twill.data import load_example
+from tvm_twill.errors import InfeasibleError, InputError, SolverTimeoutError, SolverUnavailableError
+from tvm_twill.model import Edge, Graph, Machine, Op, check
+from tvm_twill.solvers import limits, prepare, solve
+from tvm_twill.solvers.backends import load_pulp, load_z3
+from tvm_twill.solvers.families import Bound, Family
+from tvm_twill.solvers.limits import Deadline, z3_unknown
+from tvm_twill.solvers.smt import JointProblem, segments
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def placements(s):
+    return s.ii, s.length, {n: (p.time, p.warp, p.order) for n, p in s.ops.items()}
+
+
+def doubled(graph):
+    ops = tuple(graph.ops) + tuple(replace(o, name=o.name + "_2") for o in graph.ops)
+    edges = tuple(graph.edges) + tuple(replace(e, src=e.src + "_2", dst=e.dst + "_2") for e in graph.edges)
+    return graph.replace(name=graph.name + "_x2", ops=ops, edges=edges)
+
+
+# -- the Deadline ----------------------------------------------------------------
+def test_deadline_counts_down_and_raises_one_line(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(limits, "_clock", lambda: now[0])
+    d = Deadline(5)
+    assert (d.left(), d.expired(), d.z3_ms()) == (5.0, False, 5000)
+    now[0] = 104.5
+    assert d.left() == pytest.approx(0.5) and d.elapsed() == pytest.approx(4.5)
+    d.check("anything")  # not yet
+    now[0] = 105.0
+    with pytest.raises(SolverTimeoutError, match=r"^time limit 5 s reached while deciding ii=7: raise the time "
+                                                 r"limit \(--time-limit\)$") as e:
+        d.check("while deciding ii=7", attempts=("a",))
+    assert e.value.attempts == ("a",) and "\n" not in str(e.value)
+    assert Deadline(None).left() == float("inf") and Deadline(None).z3_ms() == 0
+    assert Deadline.of(d, 99) is d
+    with pytest.raises(InputError, match="time limit must be a number of seconds >= 0, got -1"):
+        Deadline(-1)
+
+
+def test_z3_unknown_tells_ctrl_c_from_time_and_budget():
+    with pytest.raises(KeyboardInterrupt):
+        z3_unknown("interrupted from keyboard")
+    with pytest.raises(KeyboardInterrupt):  # canceled, but neither limit was reached
+        z3_unknown("canceled", rlimit=1000, rlimit_used=10, seconds=0.1, allowed=10)
+    assert z3_unknown("timeout", seconds=1.0, allowed=1.0) == "timeout"
+    assert z3_unknown("canceled", seconds=2.0, allowed=2.0) == "timeout"
+    assert z3_unknown("canceled", rlimit=1000, rlimit_used=1000, seconds=0.1, allowed=10) == "budget"
+
+
+# -- one deadline for the whole solve ---------------------------------------------
+def test_time_runs_out_at_every_step_gives_the_same_schedule_or_a_timeout(monkeypatch):
+    """Time advances one second per clock read: whichever step the deadline cuts
+    (normalization, building, a query, core minimization, a tie-break, the
+    check), the answer is SolverTimeoutError or the very schedule of an
+    unlimited run, never another one."""
+    g = load_example("fa_fwd_hopper_measured")
+    reference = placements(solve(g, time_limit=600))
+    reads = [0]
+
+    def ticking():
+        reads[0] += 1
+        return float(reads[0])
+
+    monkeypatch.setattr(limits, "_clock", ticking)
+    placements(solve(g, time_limit=10 ** 6))
+    total = reads[0]
+    outcomes = set()
+    for k in sorted({1, 2, 3, total // 2, total - 2, total - 1, total, total + 1} | set(range(5, total, 13))):
+        reads[0] = 0
+        try:
+            got = placements(solve(g, time_limit=k))
+        except SolverTimeoutError as e:
+            assert "\n" not in str(e) and "raise the time limit" in str(e)
+            outcomes.add("timeout")
+            continue
+        assert got == reference, f"deadline after {k} clock reads changed the schedule"
+        outcomes.add("schedule")
+    assert outcomes == {"timeout", "schedule"}
+
+
+def test_same_schedule_on_a_slow_machine_and_under_any_sufficient_limit(monkeypatch):
+    """A clock running 20x fast is a machine 20x slower: the tie-breaks are cut
+    by z3's rlimit, not by time, so the schedule stays the same."""
+    g = load_example("fa_fwd_hopper_measured")
+    runs = [placements(solve(g, time_limit=t)) for t in (60, 600)]
+    real = time.monotonic
+    t0 = real()
+    monkeypatch.setattr(limits, "_clock", lambda: t0 + 20 * (real() - t0))
+    runs.append(placements(solve(g, time_limit=600)))
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_timeout_says_which_ii_and_what_was_proven():
+    g = doubled(load_example("fa_fwd_hopper_measured"))  # 20 ops: every ii needs a long proof
+    with pytest.raises(SolverTimeoutError, match=r"^time limit 2 s reached .*ii=\d+ .*proven|lower bound") as e:
+        solve(g, time_limit=2)
+    assert "\n" not in str(e.value)
+    assert e.value.attempts and e.value.attempts[-1].result == "timeout"
+
+
+def test_attempts_record_their_time_within_the_solve():
+    s = solve(load_example("fa_fwd_hopper_measured"), time_limit=60)
+    assert all(a.seconds > 0 for a in s.attempts)
+    assert sum(a.seconds for a in s.attempts) <= s.solve_seconds
+
+
+# -- Ctrl-C ---------------------------------------------------------------------
+CTRL_C = textwrap.dedent("""
+    import sys
+    from dataclasses import replace
+    from tvm_twill.data import load_example
+    from tvm_twill.solvers import prepare, solve
+    from tvm_twill.solvers.smt import JointProblem
+    g = load_example("fa_fwd_hopper_measured")
+    g = g.replace(ops=tuple(g.ops) + tuple(replace(o, name=o.name + "_2") for o in g.ops),
+                  edges=tuple(g.edges) + tuple(replace(e, src=e.src + "_2", dst=e.dst + "_2") for e in g.edges))
+    try:
+        if sys.argv[1] == "query":
+            p = prepare(g)
+            problem = JointProblem(p.graph, p.machine, 417)
+            print("ready", flush=True)
+            problem.solve(time_limit=120)
+        else:
+            print("ready", flush=True)
+            solve(g, time_limit=120)
+        print("returned", flush=True)
+    except BaseException as e:
+        print(type(e).__name__, flush=True)
+""")
+
+
+@pytest.mark.parametrize("where", ["query", "solve"])
+def test_ctrl_c_raises_keyboard_interrupt(where):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C, where], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env, cwd=REPO)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(1.5)  # inside z3's search (the query at ii=417 runs for seconds)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert out.strip().splitlines()[-1] == "KeyboardInterrupt", (out, err)
+
+
+# -- sizes do not depend on magnitudes ----------------------------------------------
+def _magnitude_graph(scale):
+    ops = (Op("L", 3 * scale, "TMA", variable_latency=True, smem=1024),
+           Op("A", 5 * scale, "TC", regs=64), Op("B", 2 * scale, "SFU", regs=32),
+           Op("C", 4 * scale, "ALU"), Op("D", 1 * scale, "ALU"),
+           Op("R", 3, rrt=({"ALU": 1}, {"ALU": 2, "SFU": 1}, {"ALU": 2})))
+    edges = (Edge("L", "A", 3 * scale), Edge("A", "B", 5 * scale, blocking=True), Edge("B", "C", 2 * scale),
+             Edge("C", "A", 4 * scale, distance=1), Edge("C", "D", scale), Edge("D", "R", scale))
+    return Graph("magnitude", ops, edges, normalize=False)
+
+
+def test_model_size_does_not_grow_with_cycle_counts():
+    m = Machine("m", units={"TC": 1, "SFU": 1, "ALU": 2, "TMA": 1}, warp_groups=3, regs_per_thread_max=255)
+    sizes = []
+    for scale in (1, 10 ** 6):
+        g = _magnitude_graph(scale)
+        problem = JointProblem(g, m, 9 * scale + 7)
+        sizes.append((len(problem.solver.assertions()), sum(len(str(a)) > 0 for a in problem.solver.assertions())))
+    assert sizes[0] == sizes[1]
+    assert segments(_magnitude_graph(10 ** 6).op("A"), "TC") == [(0, 5 * 10 ** 6, 1)]
+    assert segments(_magnitude_graph(1).op("R"), "ALU") == [(0, 1, 1), (1, 2, 2)]
+
+
+def test_scaled_cycles_give_the_scaled_schedule():
+    # (At 10**6 cycles the model is as small, but the model layer's validation and
+    # checker walk every cycle; bench/time_limits.py's notes measure that.)
+    m = Machine("m", units={"TC": 1, "SFU": 1, "ALU": 2, "TMA": 1}, warp_groups=3, regs_per_thread_max=255)
+    small, big = solve(_magnitude_graph(1), m, time_limit=120), solve(_magnitude_graph(1000), m, time_limit=120)
+    assert check(big, prepare(_magnitude_graph(1000), m).graph, m) == []
+    assert small.ii >= 7 and big.ii >= 7 * 1000
+
+
+# -- multi-instance units and reservation tables against the brute force -------------
+@st.composite
+def rrt_graphs(draw):
+    n = draw(st.integers(2, 4))
+    ops = []
+    for i in range(n):
+        if draw(st.booleans()):
+            rows = draw(st.lists(st.dictionaries(st.sampled_from(UNITS[:3]), st.integers(1, 2), max_size=2),
+                                 min_size=1, max_size=3))
+            ops.append(Op(f"v{i}", len(rows), rrt=tuple(rows)))
+        else:
+            ops.append(Op(f"v{i}", draw(st.integers(1, 3)), draw(st.sampled_from(UNITS[:3]))))
+    edges = []
+    for a, b in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=n)):
+        edges.append(Edge(f"v{a}", f"v{b}", delay=draw(st.integers(0, 2)),
+                          distance=draw(st.integers(1, 2)) if a >= b else draw(st.integers(0, 1))))
+    return Graph("rrt", tuple(ops), tuple(edges), normalize=False)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(rrt_graphs(), st.integers(1, 2))
+def test_capacity_and_reservation_tables_match_brute_force(g, cap):
+    m = Machine("caps", units={"TC": cap, "SFU": 1, "ALU": 2, "TMA": 1}, warp_groups=2, regs_per_thread_max=255)
+    try:
+        s = solve(g, m, time_limit=60)  # solve checks its schedule with the independent checker
+    except InfeasibleError:
+        assert bounded(bruteforce.min_ii, g, m, 8) is None
+        return
+    for ii in range(1, s.ii):
+        assert bounded(bruteforce.feasible, g, m, ii) is None, f"brute force: ii={ii} < {s.ii} works"
+    assert bounded(bruteforce.feasible, g, m, s.ii) is not None
+
+
+# -- house-keeping ---------------------------------------------------------------
+def test_one_fix_it_message_per_missing_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "z3", None)
+    monkeypatch.setitem(sys.modules, "pulp", None)
+    with pytest.raises(SolverUnavailableError, match=r"^the default solver needs the Python package z3-solver, "
+                                                     r"which is not installed: pip install z3-solver==5\.4\.0\.0$"):
+        load_z3()
+    with pytest.raises(SolverUnavailableError, match=r"^cost normalization needs the Python package pulp, which "
+                                                     r"is not installed: pip install pulp==3\.3\.2$"):
+        load_pulp()
+    with pytest.raises(SolverUnavailableError, match="z3-solver"):
+        JointProblem(load_example("fa_fig1"), "h100", 2)
+
+
+def test_family_names_are_the_constants():
+    m = Machine("one", units={"TC": 1, "ALU": 1}, warp_groups=1, regs_per_thread_max=255)
+    g = Graph("regs", (Op("A", 1, "TC", regs=300), Op("B", 1, "ALU")), (Edge("A", "B", 1),), normalize=False)
+    with pytest.raises(InfeasibleError) as e:
+        solve(g, m)
+    assert e.value.family == Family.REGISTERS
+    assert set(Family.ALL) == set(Family.MOST_SPECIFIC_FIRST) and len(Family.ALL) == 6
+    assert not set(Bound.ALL) & set(Family.ALL)
+    assert all(a.reason is None or set(a.reason.split(" + ")) <= set(Family.ALL) | set(Bound.ALL)
+               for a in e.value.attempts)
+
+
+def test_normalization_reports_the_objective_it_was_given():
+    from tvm_twill.solvers.normalize import normalize_costs
+    assert normalize_costs([0], objective="paper").objective == "paper"
+    assert normalize_costs([3, 6], objective="paper").objective == "paper"
+    assert normalize_costs([3, 6]).objective == "relative"
+
+
+def test_prepare_and_solve_prepared_share_one_deadline(monkeypatch):
+    from tvm_twill.solvers import SolveOptions, solve_prepared
+    now = [0.0]
+    monkeypatch.setattr(limits, "_clock", lambda: now[0])
+    opts = SolveOptions(time_limit=5)
+    prep = prepare(load_example("fa_fig1"), None, opts)
+    now[0] = 6.0  # the normalization "took" 6 s
+    with pytest.raises(SolverTimeoutError, match="time limit 5 s reached before deciding ii=2"):
+        solve_prepared(prep, opts)
+    assert solve_prepared(prep, SolveOptions(time_limit=50)).ii == 2  # a different limit starts afresh
