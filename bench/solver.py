@@ -90,7 +90,8 @@ def run_default(graph, machine, time_limit: float) -> dict:
         return {"status": "infeasible", "seconds": round(time.perf_counter() - start, 3),
                 "attempts": len(e.attempts), "family": e.family}
     return {"status": "ok", "ii": s.ii, "length": s.length, "seconds": round(time.perf_counter() - start, 3),
-            "proof_seconds": round(s.proof_seconds, 3), "attempts": len(s.attempts), "optimal": s.optimal}
+            "proof_seconds": None if s.proof_seconds is None else round(s.proof_seconds, 3),
+            "attempts": len(s.attempts), "optimal": s.optimal, "lower_bound": s.lower_bound.ii}
 
 
 def run_paper(prepared, time_limit: float) -> dict:
@@ -128,7 +129,8 @@ def bench(path: str, args) -> dict:
 def _cells(row: dict) -> list[str]:
     d = row["default"]
     if d["status"] == "ok":
-        left = [str(d["ii"]), str(d["length"]), f"{d['proof_seconds']:.2f}", f"{d['seconds']:.2f}",
+        left = [str(d["ii"]), str(d["length"]), "-" if d["proof_seconds"] is None else f"{d['proof_seconds']:.2f}",
+                f"{d['seconds']:.2f}",
                 str(d["attempts"]), "yes" if d["optimal"] else "no"]
     else:
         left = [d["status"], "-", "-", f"{d['seconds']:.2f}", str(d["attempts"]), "-"]
