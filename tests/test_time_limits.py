@@ -272,7 +272,7 @@ def test_one_fix_it_message_per_missing_package(monkeypatch):
                                                      r"is not installed: pip install pulp==3\.3\.2$"):
         load_pulp()
     with pytest.raises(SolverUnavailableError, match="z3-solver"):
-        JointProblem(load_example("fa_fig1"), "h100", 2)
+        JointProblem(load_example("fa_fwd_fig1"), "h100", 2)
 
 
 def test_family_names_are_the_constants():
@@ -299,7 +299,7 @@ def test_prepare_and_solve_prepared_share_one_deadline(monkeypatch):
     now = [0.0]
     monkeypatch.setattr(limits, "_clock", lambda: now[0])
     opts = SolveOptions(time_limit=5)
-    prep = prepare(load_example("fa_fig1"), None, opts)
+    prep = prepare(load_example("fa_fwd_fig1"), None, opts)
     now[0] = 6.0  # the normalization "took" 6 s
     with pytest.raises(SolverTimeoutError, match="time limit 5 s reached before deciding ii=2"):
         solve_prepared(prep, opts)
