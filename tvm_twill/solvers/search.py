@@ -26,9 +26,12 @@ At scale (20-40 ops), three steps come first (see ``heuristic``,
   packed into the warp roles or memories) ends an infeasible search at once;
 * the incumbent heuristic (iterative modulo scheduling with the joint
   rules, checked by ``model.check``) gives a valid schedule at some ii_inc:
-  z3 then only has to decide the ii in [LB, ii_inc), one by one (feasibility
-  is not monotone in ii, so every ii keeps its own proof), and when all are
-  refuted the incumbent's ii is optimal without a z3 schedule;
+  z3 then only has to decide the ii in [LB, ii_inc), one by one, upwards
+  (feasibility is not known to be monotone in ii under the joint rules:
+  register limits, blocking waits and reservation patterns change with ii,
+  so no ii is skipped by bisection and each keeps its own proof); when all
+  are refuted the incumbent's ii is optimal without a z3 schedule, and the
+  tie-breaks start from the incumbent;
 * interchangeable copies (heads, sub-tiles) are ordered by time in the z3
   model (``symmetry.order_constraints``), which removes their k! symmetric
   schedules from every refutation.
@@ -46,15 +49,14 @@ covers all of it: normalization, building each model, every query, core
 minimization, the tie-breaks and the final check.  When it passes, the
 search returns the anytime answer above, or, with no valid schedule in
 hand, raises ``SolverTimeoutError`` saying which ii it was deciding and
-what was proven.  Core
-minimization and the tie-breaks are bounded by z3's deterministic resource
+what was proven.  Core minimization and the tie-breaks are bounded by z3's deterministic resource
 counter instead (``limits.CORE_RLIMIT``, ``LENGTH_RLIMIT``,
 ``TIE_BREAK_RLIMIT`` per query, ``TIE_BREAK_TOTAL_RLIMIT`` for all
 tie-breaks of a solve): a tie-break query that exhausts its budget ends
 that tie-break the same way on every machine.  So with a time limit that is
 not reached, the schedule does not depend on machine speed; with one that
-is, the answer is the anytime one (or SolverTimeoutError).  The length is therefore the shortest
-z3 finds within the budget (the shortest in practice; a longer one is never
+is, the answer is the anytime one (or SolverTimeoutError).  The length is
+therefore the shortest z3 finds within the budget (the shortest in practice; a longer one is never
 passed off as proven).
 
 ``optimal`` is true when every ii in [LB, ii) was proven impossible.  The
@@ -242,9 +244,9 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     inc = None
     if opts.heuristic:
         t0 = _time.perf_counter()
-        stop_at = _time.monotonic() + HEURISTIC_SHARE * dl.left()
+        stop_at = dl.elapsed() + HEURISTIC_SHARE * dl.left()  # the deadline's own clock
         inc = find_incumbent(g, m, lb, max_ii, cross_warp_sync=opts.cross_warp_sync,
-                             stop=lambda: dl.expired() or _time.monotonic() > stop_at)
+                             stop=lambda: dl.expired() or dl.elapsed() > stop_at)
         if inc is not None:
             attempts.append(Attempt(inc.ii, inc.length, "sat", _time.perf_counter() - t0, solver=HEURISTIC))
         emit("incumbent", lb, inc)
