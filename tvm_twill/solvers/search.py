@@ -224,9 +224,11 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     def proven(ii: int) -> str:
         return f"every ii in [{lb}, {ii}) proven impossible" if ii > lb else f"ii={lb} is the lower bound"
 
-    def emit(phase: str, bound: int, inc, ii=None) -> None:
+    def emit(phase: str, bound: int, best, ii=None) -> None:
+        """Report; ``best``: the incumbent, or the ii of the best schedule in hand (an int), or None."""
         if report is not None:
-            report(Progress(phase, dl.elapsed(), bound, inc.ii if inc is not None else None, ii))
+            best_ii = best if isinstance(best, int) or best is None else best.ii
+            report(Progress(phase, dl.elapsed(), bound, best_ii, ii))
 
     def checked(sched):
         bad = check(sched, g, m, cross_warp_sync=opts.cross_warp_sync)
@@ -263,7 +265,7 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
 
     def optimum(problem, first, ii: int, proof_seconds: float):
         """ii is proven optimal and ``first`` is a schedule there: tie-breaks, check."""
-        emit("tie-breaks", ii, inc if inc is not None and inc.ii == ii else None, ii)
+        emit("tie-breaks", ii, ii, ii)  # a schedule at the proven optimal ii is in hand
         times, warps = (first.times, first.warps) if problem is None else \
             _shortest(problem, first, ii, g, attempts, dl, proven(ii))
         sched = make_schedule(
@@ -271,7 +273,7 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
             optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
             solve_seconds=dl.elapsed(), proof_seconds=proof_seconds, attempts=tuple(attempts),
             normalization=prep.normalization, streaming=streaming)
-        emit("done", ii, None)
+        emit("done", ii, ii)
         return checked(sched)
 
     order = tuple(order_constraints(g, m)) if opts.symmetry else ()
