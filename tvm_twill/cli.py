@@ -4,7 +4,7 @@
 
     tvm-twill solve GRAPH.json [--machine NAME|FILE] [--json OUT] [--time-limit S]
                                [--cross-warp-sync] [--no-normalize] [--plot OUT.png]
-                               [--strict-normalization]
+                               [--strict-normalization] [--quiet]
     tvm-twill example [NAME] [same options as solve]
     tvm-twill check GRAPH.json SCHEDULE.json [--machine NAME|FILE] [--cross-warp-sync]
     tvm-twill machines
@@ -12,12 +12,16 @@
 
 Exit status:
 
-* 0 success (``check``: the schedule is valid);
+* 0 success (``check``: the schedule is valid).  When the time limit ends
+  the search with a valid schedule in hand that is not proven optimal, it is
+  printed as usual, followed by one line ``tvm-twill: not proven optimal:
+  gap X% ...`` on stderr, and the status is still 0;
 * 1 ``check`` found violations (and nothing else ever exits 1);
 * 2 invalid input: a malformed or hostile file, option or argument (one line
   ``tvm-twill: error: ...`` on stderr);
 * 3 no schedule: infeasible (with the constraint family that rules it out)
-  or out of time (one ``tvm-twill: error: ...`` line);
+  or out of time before any valid schedule was found (one ``tvm-twill:
+  error: ...`` line);
 * 4 internal error: a bug in tvm_twill (one line ``tvm-twill: internal
   error: ...`` asking for a report; set ``TVM_TWILL_DEBUG=1`` for the
   traceback);
@@ -28,6 +32,9 @@ Exit status:
 only then).  A cost normalization that distorts some cost ratio by more than
 10% is warned about on stderr (``tvm-twill: warning: ...``);
 ``--strict-normalization`` refuses it instead (exit 2, before the search).
+
+Progress: a solve that runs longer than a second reports on stderr which ii
+it is proving, the incumbent and the lower bound (``--quiet``: not).
 
 Output is never lost to the terminal's encoding: characters that stdout or
 stderr cannot encode (an ASCII locale) are written as backslash escapes.
@@ -46,6 +53,7 @@ from .errors import InfeasibleError, InputError, NormalizationError, SolverTimeo
 from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
                     schedule_to_dict)
 from .solvers import SolveOptions, prepare, solve_prepared
+from .solvers.progress import StderrProgress, gap
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_INPUT, EXIT_NO_SCHEDULE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
@@ -74,7 +82,8 @@ def _solve_options(args):
     if not math.isfinite(t) or t > MAX_TIME_LIMIT:
         raise InputError(f"--time-limit must be > 0 seconds and at most {MAX_TIME_LIMIT:g}, got {t:g}")
     return SolveOptions(time_limit=args.time_limit, cross_warp_sync=args.cross_warp_sync,
-                        normalize_objective=args.normalize_objective)
+                        normalize_objective=args.normalize_objective,
+                        progress=None if args.quiet else StderrProgress(prefix=f"{PROG}: "))
 
 
 def _solve_and_print(graph, args) -> int:
@@ -94,6 +103,11 @@ def _solve_and_print(graph, args) -> int:
         from .plot import plot_schedule  # matplotlib only when asked
         plot_schedule(schedule, prepared.graph, prepared.machine, args.plot)
         print(f"\nwrote {args.plot}")
+    if not schedule.optimal:  # the anytime answer: valid, with its proven lower bound
+        lb = schedule.lower_bound.ii
+        sys.stdout.flush()
+        _say(f"not proven optimal: gap {100 * gap(schedule.ii, lb):.1f}% (ii={schedule.ii}, every ii below {lb} "
+             f"proven impossible); raise --time-limit to close it")
     if args.json:
         try:
             dump(schedule_to_dict(schedule), args.json)
@@ -179,6 +193,8 @@ def _add_solve_options(p):
                    help="a consumer waits for a value from another warp as on a blocking edge")
     p.add_argument("--normalize-objective", choices=("relative", "paper"), default="relative",
                    help="cost normalization: least relative ratio error (default) or the paper's ZLP objective F")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress lines on stderr (solves longer than a second print them)")
     p.add_argument("--no-normalize", action="store_true",
                    help="schedule the graph's cycles as they are, even if it asks for normalization "
                         "(exact ratios; the solver's work does not grow with cycle magnitudes, but "

@@ -13,6 +13,8 @@ def _missing(module: str, what: str) -> SolverUnavailableError:
                                   f"installed: pip install {dist}")
 
 
+# The imports are spelled out (not ``__import__(name)``) so that tests/test_architecture.py
+# sees which third-party packages the solvers use.
 def load_z3(what: str = "the default solver"):
     """The z3 module, or SolverUnavailableError naming ``what`` needs it and the fix."""
     try:

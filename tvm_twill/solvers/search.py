@@ -19,19 +19,44 @@
    version, seed 0).
 5. Verify the schedule with the independent checker before returning it.
 
+At scale (20-40 ops), three steps come first (see ``heuristic``,
+``prune``, ``symmetry``):
+
+* a refutation valid at every ii (values live in every cycle that cannot be
+  packed into the warp roles or memories) ends an infeasible search at once;
+* the incumbent heuristic (iterative modulo scheduling with the joint
+  rules, checked by ``model.check``) gives a valid schedule at some ii_inc:
+  z3 then only has to decide the ii in [LB, ii_inc), one by one, upwards
+  (feasibility is not known to be monotone in ii under the joint rules:
+  register limits, blocking waits and reservation patterns change with ii,
+  so no ii is skipped by bisection and each keeps its own proof); when all
+  are refuted the incumbent's ii is optimal without a z3 schedule, and the
+  tie-breaks start from the incumbent;
+* interchangeable copies (heads, sub-tiles) are ordered by time in the z3
+  model (``symmetry.order_constraints``), which removes their k! symmetric
+  schedules from every refutation.
+
+Anytime answers.  When the deadline passes while an ii below the incumbent
+is being decided, the search returns the incumbent with ``optimal`` false
+and ``lower_bound.ii`` the first ii not proven impossible (every ii below it
+is), instead of raising; ``SolverTimeoutError`` is raised only when no valid
+schedule was found in time.  When it passes during the tie-breaks, the best
+schedule so far at the proven optimal ii is returned (still ``optimal``).
+``progress`` (a callback, ``progress.Progress``) hears about each step.
+
 Limits.  One ``limits.Deadline`` (``time_limit`` seconds, or the caller's)
 covers all of it: normalization, building each model, every query, core
 minimization, the tie-breaks and the final check.  When it passes, the
-search raises ``SolverTimeoutError`` saying which ii it was deciding and
-what was proven; it never returns a schedule cut short by the clock.  Core
-minimization and the tie-breaks are bounded by z3's deterministic resource
+search returns the anytime answer above, or, with no valid schedule in
+hand, raises ``SolverTimeoutError`` saying which ii it was deciding and
+what was proven.  Core minimization and the tie-breaks are bounded by z3's deterministic resource
 counter instead (``limits.CORE_RLIMIT``, ``LENGTH_RLIMIT``,
 ``TIE_BREAK_RLIMIT`` per query, ``TIE_BREAK_TOTAL_RLIMIT`` for all
 tie-breaks of a solve): a tie-break query that exhausts its budget ends
 that tie-break the same way on every machine.  So with a time limit that is
 not reached, the schedule does not depend on machine speed; with one that
-is, the answer is SolverTimeoutError.  The length is therefore the shortest
-z3 finds within the budget (the shortest in practice; a longer one is never
+is, the answer is the anytime one (or SolverTimeoutError).  The length is
+therefore the shortest z3 finds within the budget (the shortest in practice; a longer one is never
 passed off as proven).
 
 ``optimal`` is true when every ii in [LB, ii) was proven impossible.  The
@@ -44,14 +69,24 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from ..errors import InfeasibleError, SolverTimeoutError
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
-from .smt import JointProblem
+from .heuristic import incumbent as find_incumbent
+from .heuristic import register_peak
+from .progress import Progress
+from .prune import refute_every_ii
+from .smt import JointProblem, SmtResult
+from .symmetry import order_constraints
 
 SOLVER = "smt"
+#: ``Attempt.solver`` of the incumbent heuristic's schedule.
+HEURISTIC = "heuristic"
+#: Share of the time left that the incumbent heuristic may use.
+HEURISTIC_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -66,6 +101,9 @@ class SolveOptions:
     ``cross_warp_sync``: a consumer that receives a value from another warp
     waits for it, like a blocking edge (the paper's elided constraint).
     ``max_ii``: stop the search there (None: one iteration alone).
+    ``heuristic``: look for an incumbent schedule first (``heuristic``);
+    ``symmetry``: order interchangeable copies in the z3 model (``symmetry``).
+    ``progress``: a callback taking ``progress.Progress`` reports (None: silent).
     """
 
     time_limit: float = 30.0
@@ -74,6 +112,9 @@ class SolveOptions:
     streaming_depth: int = 2
     cross_warp_sync: bool = False
     max_ii: int | None = None
+    heuristic: bool = True
+    symmetry: bool = True
+    progress: Callable | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -138,22 +179,27 @@ def default_max_ii(graph, machine) -> int:
 
 
 def solve(graph, machine=None, *, time_limit: float | None = None, options: SolveOptions | None = None,
-          deadline: Deadline | None = None):
+          deadline: Deadline | None = None, progress: Callable | None = None):
     """The schedule with the smallest ii (then length) for ``graph`` on ``machine``.
 
     ``time_limit`` (default ``options.time_limit``) seconds cover the whole
     call; a caller with its own ``limits.Deadline`` passes ``deadline``
     instead.  Raises ``InfeasibleError`` (with ``.family``) when no ii up to
-    ``max_ii`` works and ``SolverTimeoutError`` when time runs out first.
+    ``max_ii`` works and ``SolverTimeoutError`` when time runs out before any
+    valid schedule is found (after one is found: the anytime answer, with
+    ``optimal`` false).  ``progress``: see ``SolveOptions``.
     """
     opts = options or SolveOptions()
     if time_limit is not None:
         opts = replace(opts, time_limit=time_limit)
+    if progress is not None:
+        opts = replace(opts, progress=progress)
     dl = Deadline.of(deadline, opts.time_limit)
     return solve_prepared(prepare(graph, machine, opts, deadline=dl), opts, deadline=dl)
 
 
-def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadline: Deadline | None = None):
+def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadline: Deadline | None = None,
+                   progress: Callable | None = None):
     """``solve`` on a graph that ``prepare`` already normalized (so a caller that
     also needs the prepared graph, like the CLI's report, prepares it once).
 
@@ -161,6 +207,7 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     started, unless ``options`` asks for a different ``time_limit`` than
     prepare had (then a new Deadline of that many seconds starts here)."""
     opts = options or SolveOptions()
+    report = progress or opts.progress
     dl = deadline
     if dl is None:
         dl = prep.deadline if prep.deadline is not None and prep.deadline.limit == opts.time_limit \
@@ -172,17 +219,77 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     max_ii = max(lb, opts.max_ii or default_max_ii(g, m))
     attempts: list[Attempt] = []
     last_core: tuple = ()
+    streaming = {"ops": list(prep.streaming), "depth": opts.streaming_depth} if prep.streaming else None
 
     def proven(ii: int) -> str:
         return f"every ii in [{lb}, {ii}) proven impossible" if ii > lb else f"ii={lb} is the lower bound"
 
-    for ii in range(lb, max_ii + 1):
+    def emit(phase: str, bound: int, best, ii=None) -> None:
+        """Report; ``best``: the incumbent, or the ii of the best schedule in hand (an int), or None."""
+        if report is not None:
+            best_ii = best if isinstance(best, int) or best is None else best.ii
+            report(Progress(phase, dl.elapsed(), bound, best_ii, ii))
+
+    def checked(sched):
+        bad = check(sched, g, m, cross_warp_sync=opts.cross_warp_sync)
+        if bad:  # a solver bug: never hand out an unchecked schedule
+            raise AssertionError("solver produced a schedule the checker rejects: " + "; ".join(map(str, bad)))
+        return sched
+
+    # (scale) Values live in every cycle that cannot be packed: no ii works.
+    refutation = refute_every_ii(g, m)
+    if refutation is not None:
+        raise InfeasibleError(f"graph '{g.name}' has no schedule on '{m.name}' for any ii: {refutation.message}",
+                              family=refutation.family, attempts=attempts)
+
+    # (scale) The incumbent: an upper bound on ii, and the anytime answer.
+    inc = None
+    if opts.heuristic:
+        t0 = _time.perf_counter()
+        stop_at = dl.elapsed() + HEURISTIC_SHARE * dl.left()  # the deadline's own clock
+        inc = find_incumbent(g, m, lb, max_ii, cross_warp_sync=opts.cross_warp_sync,
+                             stop=lambda: dl.expired() or dl.elapsed() > stop_at)
+        if inc is not None:
+            attempts.append(Attempt(inc.ii, inc.length, "sat", _time.perf_counter() - t0, solver=HEURISTIC))
+        emit("incumbent", lb, inc)
+
+    def anytime(ii: int):
+        """The incumbent, not proven optimal: every ii in [lb, ii) is proven impossible."""
+        sched = make_schedule(
+            g, m.name, inc.ii, inc.times, inc.warps, {op.name: op.cycles for op in g.ops},
+            optimal=False, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
+            solve_seconds=dl.elapsed(), proof_seconds=None, attempts=tuple(attempts),
+            normalization=prep.normalization, streaming=streaming)
+        emit("done", ii, inc)
+        return checked(sched)
+
+    def optimum(problem, first, ii: int, proof_seconds: float):
+        """ii is proven optimal and ``first`` is a schedule there: tie-breaks, check."""
+        emit("tie-breaks", ii, ii, ii)  # a schedule at the proven optimal ii is in hand
+        times, warps = (first.times, first.warps) if problem is None else \
+            _shortest(problem, first, ii, g, attempts, dl, proven(ii))
+        sched = make_schedule(
+            g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
+            optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
+            solve_seconds=dl.elapsed(), proof_seconds=proof_seconds, attempts=tuple(attempts),
+            normalization=prep.normalization, streaming=streaming)
+        emit("done", ii, ii)
+        return checked(sched)
+
+    order = tuple(order_constraints(g, m)) if opts.symmetry else ()
+    top = inc.ii - 1 if inc is not None else max_ii
+    for ii in range(lb, top + 1):
+        emit("proving", ii, inc, ii)
+        if inc is not None and dl.expired():
+            return anytime(ii)
         dl.check(f"before deciding ii={ii} ({proven(ii)})", attempts)
         t0 = _time.perf_counter()
         try:
-            problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl)
+            problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl, order=order)
         except SolverTimeoutError:
             attempts.append(Attempt(ii, None, "timeout", _time.perf_counter() - t0, solver=SOLVER))
+            if inc is not None:
+                return anytime(ii)
             raise SolverTimeoutError(dl.message(f"while building the z3 model for ii={ii} ({proven(ii)})"),
                                      attempts) from None
         # Algorithm 1's window first (L <= critical path + ii): cheaper, and a short
@@ -199,6 +306,13 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
             seconds = _time.perf_counter() - t0
         if r.status == "timeout":
             attempts.append(Attempt(ii, None, "timeout", seconds, solver=SOLVER))
+            if r.unsat_proven:  # ii is refuted; only naming its families ran out of time
+                attempts[-1] = Attempt(ii, None, "unsat", seconds, reason=" + ".join(r.core) or None,
+                                       solver=SOLVER)
+                if inc is not None:
+                    return anytime(ii + 1)
+            elif inc is not None:
+                return anytime(ii)
             doing = (f"while naming the constraint families that rule out ii={ii} (ii={ii} proven impossible; "
                      f"{proven(ii)})" if r.unsat_proven else f"while deciding ii={ii} ({proven(ii)})")
             raise SolverTimeoutError(dl.message(doing), attempts)
@@ -207,19 +321,18 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
             attempts.append(Attempt(ii, None, "unsat", seconds, reason=" + ".join(r.core) or None,
                                     solver=SOLVER))
             continue
+        return optimum(problem, r, ii, dl.elapsed())  # every smaller ii refuted: ii is optimal
+    if inc is not None:
+        # Every ii in [lb, inc.ii) is proven impossible: the incumbent's ii is optimal.
+        # The tie-breaks start from the incumbent (z3 looks for shorter schedules).
         proof_seconds = dl.elapsed()
-        times, warps = _shortest(problem, r, ii, g, attempts, dl, proven(ii))
-        sched = make_schedule(
-            g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
-            optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
-            solve_seconds=dl.elapsed(), proof_seconds=proof_seconds, attempts=tuple(attempts),
-            normalization=prep.normalization,
-            streaming={"ops": list(prep.streaming), "depth": opts.streaming_depth} if prep.streaming else None)
-        dl.check(f"before the final check of the schedule at ii={ii} (ii={ii} optimal)", attempts)
-        bad = check(sched, g, m, cross_warp_sync=opts.cross_warp_sync)
-        if bad:  # a solver bug: never hand out an unchecked schedule
-            raise AssertionError("solver produced a schedule the checker rejects: " + "; ".join(map(str, bad)))
-        return sched
+        first = SmtResult("sat", times=inc.times, warps=inc.warps, length=inc.length,
+                          reg_peak=register_peak(g, inc.ii, inc.times, inc.warps))
+        try:
+            problem = JointProblem(g, m, inc.ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl, order=order)
+        except SolverTimeoutError:
+            problem = None  # out of time: the incumbent as it is (its ii is still optimal)
+        return optimum(problem, first, inc.ii, proof_seconds)
     family = _family(last_core)
     raise InfeasibleError(
         f"graph '{g.name}' has no schedule on '{m.name}' for any ii in [{lb}, {max_ii}] "
@@ -252,27 +365,33 @@ def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
 
     Every query is bounded by its rlimit and all of them together by
     TIE_BREAK_TOTAL_RLIMIT (deterministic); a query that exhausts its budget
-    ends its tie-break.  The deadline passing raises SolverTimeoutError."""
+    ends its tie-break.  The deadline passing ends them all (anytime: ii is
+    proven optimal, the best schedule so far is kept)."""
     def length(times):
         return max(times[op.name] + op.cycles for op in g.ops)
 
     best = first
     spent = 0
+    stopped = False
 
     def query(what: str, cap: int, **kw):
-        """The query's result, or None when the total budget is spent (deterministic)."""
-        nonlocal spent
+        """The query's result, or None when the total budget is spent (deterministic)
+        or the deadline passed (then every later query is None too)."""
+        nonlocal spent, stopped
         budget = min(cap, TIE_BREAK_TOTAL_RLIMIT - spent)
-        if budget <= 0:
+        if budget <= 0 or stopped:
             return None
         t0 = _time.perf_counter()
-        r = problem.solve(deadline=dl, rlimit=budget, minimize_core=False, **kw)
+        try:
+            r = problem.solve(deadline=dl, rlimit=budget, minimize_core=False, **kw)
+        except SolverTimeoutError:
+            r = SmtResult("timeout")
         spent += r.rlimit_used
         if r.status == "timeout":
+            # (scale) anytime: keep the best schedule at the proven optimal ii
             attempts.append(Attempt(ii, kw.get("max_length"), "timeout", _time.perf_counter() - t0, solver=SOLVER))
-            raise SolverTimeoutError(dl.message(f"in the tie-breaks ({what}) at ii={ii} (a schedule at ii={ii} "
-                                                f"found and {proven}; the tie-breaks decide which one)"),
-                                     attempts)
+            stopped = True
+            return None
         return None if r.status == "budget" else r
 
     # Shortest length: gallop up from the critical path (answers near the bound

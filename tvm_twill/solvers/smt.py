@@ -111,11 +111,13 @@ class JointProblem:
     """The z3 model of one (graph, machine, ii); query it with ``solve``.
 
     ``deadline`` (a ``limits.Deadline``) bounds building the model: past it,
-    SolverTimeoutError.
+    SolverTimeoutError.  ``order``: pairs (a, b) meaning time[a] <= time[b]
+    (``symmetry.order_constraints``; unguarded: they remove symmetric
+    schedules only, never the last of a class).
     """
 
     def __init__(self, graph, machine, ii: int, *, cross_warp_sync: bool = False,
-                 deadline: Deadline | None = None):
+                 deadline: Deadline | None = None, order=()):
         z3 = load_z3()
         self.z3, self.graph, self.machine, self.ii = z3, graph, machine, ii
         self.deadline = deadline
@@ -154,6 +156,10 @@ class JointProblem:
                   z3.PbEq([(b, 1) for b in self.on[n]], 1))
         # Shifting every time by ii keeps a schedule valid: let one op start in stage 0.
         s.add(z3.Or([self.q[o.name] == 0 for o in ops]))
+        # (scale) Interchangeable copies in time order, ``order`` = symmetry.order_constraints:
+        # it keeps one schedule of each class of symmetric ones, so it is not a family.
+        for a, b in order:
+            s.add(self.t[a] <= self.t[b])
         for build in (lambda: self._warps(W), lambda: self._dependences(cross_warp_sync), self._resources,
                       lambda: self._blocking(cross_warp_sync), self._pressure):
             self._tick()
