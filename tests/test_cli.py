@@ -264,3 +264,12 @@ def test_console_script_solves_an_example():
     proc = _subprocess([str(script), "example", "gemm_tma"])
     assert proc.returncode == 0, proc.stderr
     assert "ii = 2" in proc.stdout
+
+
+def test_paper_encoding_is_a_cli_choice(capsys):
+    """The paper's Algorithm 1 with its op[v,i,t] encoding finds Figure 1's II = 2, L = 4, without an optimality claim."""
+    code, out, err = run(["example", "fa_fwd_fig1", "--encoding", "paper", "--quiet"], capsys)
+    assert code == 0, err
+    assert "ii = 2 " in out and "length L = 4 " in out and "optimal: not proven" in out
+    code, _, err = run(["example", "fa_fwd_fig1", "--encoding", "paper", "--cross-warp-sync"], capsys)
+    assert code == 2 and "--encoding paper has no --cross-warp-sync" in err

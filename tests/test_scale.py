@@ -213,7 +213,7 @@ def test_anytime_answer_when_the_exact_search_is_out_of_time(monkeypatch):
 
 def test_cli_prints_the_gap_and_exits_0(monkeypatch, tmp_path, capsys):
     from tvm_twill import cli
-    from tvm_twill.model import dump, graph_to_dict, load_schedule, machine_to_dict
+    from tvm_twill.model import dump, graph_to_dict, load_schedule
     g, m = _gap_graph()
     dump(graph_to_dict(g.replace(machine=m)), tmp_path / "g.json")
     monkeypatch.setattr(search, "JointProblem", _Clock(0))

@@ -4,7 +4,7 @@
 
     tvm-twill solve GRAPH.json [--machine NAME|FILE] [--json OUT] [--time-limit S]
                                [--cross-warp-sync] [--no-normalize] [--plot OUT.png]
-                               [--strict-normalization] [--quiet]
+                               [--strict-normalization] [--quiet] [--encoding joint|paper]
     tvm-twill example [NAME] [same options as solve]
     tvm-twill check GRAPH.json SCHEDULE.json [--machine NAME|FILE] [--cross-warp-sync]
     tvm-twill machines
@@ -97,7 +97,13 @@ def _solve_and_print(graph, args) -> int:
         raise NormalizationError(f"--strict-normalization: {warning}")
     if warning:
         print(f"{PROG}: warning: {warning}", file=sys.stderr)
-    schedule = solve_prepared(prepared, options)
+    if args.encoding == "paper":
+        if args.cross_warp_sync:
+            raise InputError("--encoding paper has no --cross-warp-sync: use the default encoding for it")
+        from .solvers.paper_smt import paper_search  # the paper's Algorithm 1 with Figures 4-6
+        schedule = paper_search(prepared.graph, prepared.machine, deadline=prepared.deadline)
+    else:
+        schedule = solve_prepared(prepared, options)
     print(report.render(schedule, prepared.graph, prepared.machine), end="")
     if args.plot:
         from .plot import plot_schedule  # matplotlib only when asked
@@ -193,6 +199,9 @@ def _add_solve_options(p):
                    help="a consumer waits for a value from another warp as on a blocking edge")
     p.add_argument("--normalize-objective", choices=("relative", "paper"), default="relative",
                    help="cost normalization: least relative ratio error (default) or the paper's ZLP objective F")
+    p.add_argument("--encoding", choices=("joint", "paper"), default="joint",
+                   help="joint: the default z3 search (proves optimality); paper: the Twill paper's Algorithm 1 "
+                        "with its op[v,i,t] encoding (Figures 4-6), slower, never claims optimality")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress lines on stderr (solves longer than a second print them)")
     p.add_argument("--no-normalize", action="store_true",
