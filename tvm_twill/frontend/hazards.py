@@ -62,6 +62,7 @@ from dataclasses import dataclass
 
 from ..model import Edge
 from .ir import children, const_int, s_tir, tirx, tvm
+from .loops import find_loops
 
 #: How many loop-carried distances are tested one by one before the rest is tested as one range.
 _EXACT_DISTANCES = 4
@@ -79,13 +80,6 @@ class Hazard:
 
 
 # -- which buffers TVM versions ------------------------------------------------
-def _loops_named(stmt, name, out):
-    if isinstance(stmt, tirx.For) and stmt.loop_var.name == name:
-        out.append(stmt)
-    for c in children(stmt):
-        _loops_named(c, name, out)
-
-
 def _all_buffer_names(func) -> list[str]:
     names = [getattr(p, "name", "") for p in func.params]
 
@@ -114,7 +108,7 @@ def versioned_buffers(func, loop_name: str, prefix_passes) -> frozenset[str]:
     except Exception:  # noqa: BLE001 - a module TVM cannot lower has no versioned buffers we can trust
         return frozenset()
     loops: list = []
-    _loops_named(mod["main"].body, loop_name, loops)
+    find_loops(mod["main"].body, loop_name, loops)
     if len(loops) != 1:
         return frozenset()
     body = loops[0].body

@@ -29,11 +29,12 @@ class LoopRef:
     ancestors: tuple = ()
 
 
-def _find_loops(stmt, name, out):
+def find_loops(stmt, name, out):
+    """Append to ``out`` every loop named ``name`` in ``stmt``."""
     if isinstance(stmt, tirx.For) and stmt.loop_var.name == name:
         out.append(stmt)
     for c in children(stmt):
-        _find_loops(c, name, out)
+        find_loops(c, name, out)
 
 
 def _loop_names(stmt, out):
@@ -59,7 +60,7 @@ def resolve_loop(sch, loop) -> LoopRef:
         hits = []
         for fname, func in prim_functions(sch):
             found = []
-            _find_loops(func.body, loop, found)
+            find_loops(func.body, loop, found)
             hits += [(fname, f) for f in found]
         if not hits:
             names = []

@@ -40,6 +40,7 @@ import time as _time
 from dataclasses import dataclass
 
 from ..model import check, make_schedule
+from .symmetry import components
 
 #: IMS placement budget per op (Rau's BudgetRatio).
 BUDGET_RATIO = 6
@@ -61,31 +62,6 @@ class Incumbent:
     seconds: float
 
 
-def _spill(op, machine) -> int:
-    return machine.spill_cost if op.spill_cost is None else op.spill_cost
-
-
-def _components(names, edges) -> list[list[str]]:
-    """Undirected connected components of ``names`` under ``edges``, in first-op order."""
-    parent = {n: n for n in names}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for e in edges:
-        if e.src in parent and e.dst in parent:
-            a, b = find(e.src), find(e.dst)
-            if a != b:
-                parent[max(a, b, key=names.index)] = min(a, b, key=names.index)
-    groups: dict = {}
-    for n in names:
-        groups.setdefault(find(n), []).append(n)
-    return sorted(groups.values(), key=lambda g: names.index(g[0]))
-
-
 def warp_candidates(graph, machine) -> list[tuple[str, dict]]:
     """Deterministic warp-assignment seeds with rule 3 applied: (name, op -> warp, op -> candidate
     roles or None, register budget); the first two choose roles while scheduling."""
@@ -96,7 +72,7 @@ def warp_candidates(graph, machine) -> list[tuple[str, dict]]:
     if K < 1 or (vl and W < 2):
         return []
     base = {n: W - 1 for n in vl}
-    comps = _components(fixed, graph.edges)
+    comps = components(fixed, graph.edges)
     comp_of = {n: i for i, c in enumerate(comps) for n in c}
     usage: dict = {}
     for n in fixed:
@@ -142,7 +118,7 @@ def _heights(graph, machine, ii, warps) -> dict | None:
     for e in graph.edges:
         ws, wd = warps.get(e.src), warps.get(e.dst)
         cross = ws is not None and wd is not None and ws != wd
-        lat.append((e.src, e.dst, _latency(e, _spill(graph.op(e.src), machine), 0, int(cross), ii)))
+        lat.append((e.src, e.dst, _latency(e, machine.spill_of(graph.op(e.src)), 0, int(cross), ii)))
     for _ in range(len(h) + 1):
         changed = False
         for s, d, l in lat:
@@ -176,7 +152,7 @@ def modulo_schedule(graph, machine, ii: int, warps: dict, *, cross_warp_sync: bo
             return None
     simple = {n: len({u for _, u, _ in r}) == 1 and all(k == 1 for _, _, k in r) and
               [j for j, _, _ in r] == list(range(len(r))) for n, r in res.items()}
-    sp = {o.name: _spill(o, machine) for o in graph.ops}
+    sp = {o.name: machine.spill_of(o) for o in graph.ops}
     ins = {n: [e for e in graph.in_edges(n)] for n in names}
     outs = {n: [e for e in graph.out_edges(n)] for n in names}
     h = _heights(graph, machine, ii, warps)

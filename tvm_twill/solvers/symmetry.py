@@ -36,7 +36,8 @@ then issue it in one cycle, so the order is strict in every schedule).
 from __future__ import annotations
 
 
-def _components(names, edges, fixed) -> list[list[str]]:
+def components(names, edges, fixed=()) -> list[list[str]]:
+    """Undirected connected components of ``names`` (less ``fixed``) under ``edges``, in first-op order."""
     parent = {n: n for n in names if n not in fixed}
     pos = {n: i for i, n in enumerate(names)}
 
@@ -60,7 +61,7 @@ def _components(names, edges, fixed) -> list[list[str]]:
 
 
 def _op_key(op, machine):
-    sp = None if machine is None else (machine.spill_cost if op.spill_cost is None else op.spill_cost)
+    sp = None if machine is None else machine.spill_of(op)
     return (op.unit if op.rrt is None else None, op.rrt, op.cycles, op.regs, op.smem, op.tmem,
             op.variable_latency, op.warps, sp)
 
@@ -104,7 +105,7 @@ def _edge_set(graph, block, image, fixed):
 def _groups(graph, machine, fixed) -> list[list[list[str]]]:
     """Groups of interchangeable blocks when the blocks are the components of graph - fixed."""
     names = graph.names
-    blocks = _components(names, graph.edges, fixed)
+    blocks = components(names, graph.edges, fixed)
     col = _colours(graph, machine, fixed)
     pos = {n: i for i, n in enumerate(names)}
     by_sig: dict = {}
