@@ -35,7 +35,7 @@ except ImportError:  # a source checkout without `pip install -e .`
 
 N = 4096
 def variants(arch: str, time_limit: float):
-    """(name, schedule, annotations, model II in cycles) for the four kernels."""
+    """(name, schedule, annotations, model II in cycles, TIR pipeline) for the five kernels."""
     import tvm_twill
     from tvm_twill.workloads import TVM_HAND_ANNOTATIONS, tensorcore_gemm
 
@@ -46,9 +46,15 @@ def variants(arch: str, time_limit: float):
         anns = {"k0": plan.annotations if plan.applied else {}}
         if plan.inner:
             anns["k1"] = plan.inner[0].annotations if plan.inner[0].applied else {}
-        out.append((f"auto_{loop}", sch, anns, plan.ii_cycles))
+        out.append((f"auto_{loop}", sch, anns, plan.ii_cycles, None))
         sch, k0, k1 = tensorcore_gemm(N, hand=loop)
-        out.append((f"hand_{loop}", sch, TVM_HAND_ANNOTATIONS[loop], tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles))
+        out.append((f"hand_{loop}", sch, TVM_HAND_ANNOTATIONS[loop],
+                    tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles, None))
+    # warp-specialized: producer warp + mbarrier ring on k0, the inner loop software-pipelined
+    sch, k0, k1 = tensorcore_gemm(N)
+    plan = tvm_twill.auto_pipeline(sch, [k0, k1], arch, time_limit=time_limit, warp_specialize=True)
+    anns = {"k0": plan.annotations, "k1": plan.inner[0].annotations if plan.inner[0].applied else {}}
+    out.append(("auto_nested_ws", sch, anns, plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline))
     return out
 
 
@@ -60,10 +66,10 @@ def export(args) -> int:
     d.mkdir(parents=True, exist_ok=True)
     man = {"M": N, "N": N, "K": N, "b_transposed": False, "arch": args.arch, "commit": git_commit(),
            "command": " ".join([sys.executable, *sys.argv]), "variants": []}
-    for name, sch, anns, model_ii in variants(args.arch, args.time_limit):
-        _, src = compile_cuda(sch, args.arch)
-        info = kernel_info(sch, args.arch)
-        sig = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)', src)
+    for name, sch, anns, model_ii, pipeline in variants(args.arch, args.time_limit):
+        _, src = compile_cuda(sch, args.arch, tir_pipeline=pipeline)
+        info = kernel_info(sch, args.arch, tir_pipeline=pipeline)
+        sig = re.search(r'extern "C" __global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(([^)]*)\)', src)
         params = [p.split()[-1].removesuffix("_ptr") for p in sig.group(2).split(",")]
         (d / f"{name}.cu").write_text(src)
         man["variants"].append({"name": name, "cu": f"{name}.cu", "kernel": sig.group(1), "grid": list(info.grid),
@@ -105,7 +111,7 @@ def run(args) -> int:
         ref = a_np.astype("float32") @ b_np.astype("float32")
     flop = 2.0 * N ** 3
     rows = []
-    for name, sch, anns, model_ii in variants(arch, args.time_limit):
+    for name, sch, anns, model_ii, _pipeline in variants(arch, args.time_limit):
         f, _ = compile_cuda(sch, arch)
         a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_np, dev)
         c = tvm.runtime.tensor(np.zeros((N, N), dtype="float32"), dev)

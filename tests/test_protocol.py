@@ -85,3 +85,21 @@ def test_bad_ring_parameters_are_refused(kw):
 def test_state_budget_is_enforced():
     with pytest.raises(InputError, match="give fewer iterations"):
         check_ring(RingProtocol(4, 4), max_states=100)
+
+
+@pytest.mark.parametrize("depth,consumers", [(1, 1), (2, 4), (3, 4)])
+def test_cp_async_lanes_full_count(depth, consumers):
+    """cp.async rings: each of the producer warp's 32 lanes arrives (.noinc) when its copies land, so the
+    full barrier counts 32; one short completes the phase before the last lane's data is in."""
+    ok = RingProtocol(depth=depth, consumers=consumers, tma=False, lanes=32)
+    assert ok.full_init == 32 and check_ring(ok).ok
+    short = check_ring(RingProtocol(depth=depth, consumers=consumers, tma=False, lanes=32, full_count=31))
+    assert not short.ok and short.violations[0].kind == "read-before-commit"
+    extra = check_ring(RingProtocol(depth=depth, consumers=consumers, tma=False, lanes=32, full_count=33))
+    assert not extra.ok and extra.violations[0].kind == "deadlock"
+
+
+@pytest.mark.parametrize("lanes", [0, True, 2000])
+def test_bad_lanes_are_refused(lanes):
+    with pytest.raises(InputError, match="ring lanes must be an integer"):
+        RingProtocol(depth=2, consumers=1, lanes=lanes)

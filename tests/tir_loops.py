@@ -55,3 +55,22 @@ def with_control_flow(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "f
                         T.reads(B[tx, 0])
                         T.writes(C[tx, i])
                         C[tx, i] = B[tx, 0] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def register_only(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    """Two statements through a register tile: no global->shared copy (nothing for a producer warp)."""
+    for tx in T.thread_binding(0, 16, thread="threadIdx.x"):
+        for i in T.serial(0, 16):
+            with T.sblock("compute"):
+                T.reads(A[tx, i])
+                T.writes(C[tx, i])
+                B = T.sblock_alloc_buffer((16, 1), dtype="float32", scope="local")
+                with T.sblock():
+                    T.reads(A[tx, i])
+                    T.writes(B[tx, 0])
+                    B[tx, 0] = A[tx, i] * T.float32(2)
+                with T.sblock():
+                    T.reads(B[tx, 0])
+                    T.writes(C[tx, i])
+                    C[tx, i] = B[tx, 0] + T.float32(1)

@@ -42,6 +42,7 @@ from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation, async_waits,
                          buffer_versions, legality_violations, refine, restore_annotation)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, check_max_stages, default_max_stages
+from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
            "shared_memory", "swp_machine"]
@@ -65,7 +66,11 @@ class AutoPipelineOptions:
     ``max_stages``: the most pipeline stages a plan may use (None: the
     default of ``transforms.depth``, min(8, trip count)); when the optimal
     schedule needs more, the loop is re-solved with the stages bounded (a
-    larger ii) and ``explain()`` says so.
+    larger ii) and ``explain()`` says so.  ``warp_specialize``: False (TVM's
+    one-role software pipeline), True (a producer warp and mbarrier rings,
+    ``tvm_twill.warpspec``) or "auto" (specialize when the joint schedule on
+    the full machine model has a smaller ii); applies to the outermost loop
+    of the call, inner loops keep software pipelines.
     """
 
     machine: object = None
@@ -74,9 +79,13 @@ class AutoPipelineOptions:
     quantum: int | None = None
     verify: bool = True
     max_stages: int | None = None
+    warp_specialize: object = False
 
     def __post_init__(self):
         check_max_stages(self.max_stages)
+        if not any(self.warp_specialize is c or self.warp_specialize == c for c in WS_CHOICES) \
+                or isinstance(self.warp_specialize, int) and not isinstance(self.warp_specialize, bool):
+            raise InputError(f"warp_specialize must be False, True or 'auto', got {self.warp_specialize!r}")
 
     def replace(self, **changes) -> "AutoPipelineOptions":
         unknown = sorted(set(changes) - set(self.__dataclass_fields__))
@@ -118,6 +127,15 @@ class PipelinePlan:
     solved_graph: Graph | None = None
     #: One line per caveat of the plan (cost normalization that distorts ratios by more than 10%).
     warnings: tuple[str, ...] = ()
+    #: The warp-specialization decision (None when warp_specialize=False).
+    warp_specialization: WarpSpecialization | None = None
+
+    @property
+    def tir_pipeline(self) -> str | None:
+        """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
+        when the loop was warp-specialized, else None (TVM's default)."""
+        ws = self.warp_specialization
+        return ws.tir_pipeline if ws is not None and self.applied else None
 
     @property
     def graph(self) -> Graph:
@@ -134,7 +152,11 @@ class PipelinePlan:
 
     @property
     def annotations(self) -> dict:
-        """The loop annotations, ``{key: [int, ...]}``, as ``sch.annotate`` takes them."""
+        """The loop annotations, ``{key: [int, ...]}``, as ``sch.annotate`` takes them (a warp-specialized
+        loop: the ring depth and register budgets the tvm_twill_ws pipeline reads)."""
+        ws = self.warp_specialization
+        if ws is not None and ws.chosen and self.applied:
+            return ws.annotations
         return self.annotation.to_dict()
 
     @property
@@ -266,7 +288,8 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
     outermost = min(names, key=lambda n: depth[n])
     plans = []
     for name in sorted(names, key=lambda n: -depth[n]):  # innermost first
-        plans.append(_auto_one(work, name, target, opts if name == outermost else opts.replace(apply=True)))
+        plans.append(_auto_one(work, name, target, opts if name == outermost else
+                               opts.replace(apply=True, warp_specialize=False)))
     return replace(plans[-1], inner=tuple(plans[:-1]))
 
 
@@ -301,6 +324,16 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         warnings=(caveat,) if caveat else ())
+    if opts.warp_specialize is not False:
+        ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
+        plan = replace(plan, warp_specialization=ws)
+        if ws.chosen:
+            if not opts.apply:
+                return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
+            ws = apply_warp_specialization(sch, ref, ws, target)
+            return replace(plan, warp_specialization=ws, applied=True,
+                           outcome=f"warp-specialized loop '{ex.loop}' (compile with tir_pipeline="
+                                   f"plan.tir_pipeline)")
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         return replace(plan, outcome=(
             f"not applied: the optimal schedule (II {sched.ii * ex.quantum} cycles) keeps every statement of "
@@ -454,6 +487,8 @@ def _explain(plan: PipelinePlan) -> str:
     else:
         L.append("no async stage (no stage consists only of cp.async-capable copies)")
     L.append(f"annotations: {plan.annotations}")
+    if plan.warp_specialization is not None:
+        L.append(plan.warp_specialization.explain())
     L.extend(f"warning: {w}" for w in plan.warnings)
     L.append(f"result: {plan.outcome}")
     return "\n".join(L)

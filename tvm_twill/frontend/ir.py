@@ -11,9 +11,11 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
+from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for the transforms
 
-__all__ = ["CONTROL_FLOW", "children", "const_int", "dtype_bytes", "has_block", "is_register", "is_shared",
-           "is_true", "meta_schedule_postproc_base", "prim_functions", "s_tir", "scope_of", "thread_extents",
+__all__ = ["CONTROL_FLOW", "T", "children", "const_int", "dtype_bytes", "has_block", "is_register", "is_shared",
+           "is_true", "meta_schedule_postproc_base", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes",
+           "thread_extents", "tir_pipeline_registry",
            "tirx", "tvm", "tvm_ffi", "walk_stmts"]
 
 #: Statements that make a loop body not straight-line.
@@ -102,3 +104,15 @@ def meta_schedule_postproc_base():
     from tvm.s_tir.meta_schedule.postproc import PyPostproc
     from tvm.ir.utils import derived_object
     return PyPostproc, derived_object
+
+
+def tir_pipeline_registry():
+    """TVM's registry of named TIR pipelines (``tvm.compile(..., tir_pipeline=name)``)."""
+    from tvm.tirx import compilation_pipeline
+    return compilation_pipeline
+
+
+def stock_finalize_passes():
+    """(host, device) finalization pass factories of TVM's default s_tir pipeline."""
+    from tvm.s_tir import pipeline
+    return pipeline.finalize_host_passes, pipeline.finalize_device_passes

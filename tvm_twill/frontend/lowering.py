@@ -35,15 +35,16 @@ def inject_pipeline(mod):
         raise UnsupportedLoopError(f"InjectSoftwarePipeline rejects the annotated loop: {line.strip()}") from None
 
 
-def compile_cuda(mod_or_sch, target, *, async_copy: bool = True):
+def compile_cuda(mod_or_sch, target, *, async_copy: bool = True, tir_pipeline: str | None = None):
     """Compile with ``tvm.compile`` for a CUDA target; returns (module, CUDA source).
 
-    ``async_copy`` sets the PassContext key that lowers async stages to cp.async.
+    ``async_copy`` sets the PassContext key that lowers async stages to cp.async; ``tir_pipeline`` names
+    a registered TIR pipeline (``plan.tir_pipeline``; None: TVM's default).
     """
     _, tgt = parse_target(target)
     mod = mod_or_sch.mod if hasattr(mod_or_sch, "mod") and not isinstance(mod_or_sch, tvm.IRModule) else mod_or_sch
     with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: int(async_copy)}):
-        f = tvm.compile(mod, target=tgt)
+        f = tvm.compile(mod, target=tgt, tir_pipeline=tir_pipeline or "default")
     return f, f.mod.imports[0].inspect_source()
 
 
@@ -57,7 +58,7 @@ class KernelInfo:
     dyn_smem: int
 
 
-def kernel_info(mod_or_sch, target, *, async_copy: bool = True) -> KernelInfo:
+def kernel_info(mod_or_sch, target, *, async_copy: bool = True, tir_pipeline: str | None = None) -> KernelInfo:
     """Run TVM's default pipeline (as ``tvm.compile`` does) and read the device kernel's launch facts.
 
     Used to check the model's shared-memory prediction against what TVM
@@ -66,7 +67,11 @@ def kernel_info(mod_or_sch, target, *, async_copy: bool = True) -> KernelInfo:
     _, tgt = parse_target(target)
     mod = mod_or_sch.mod if not isinstance(mod_or_sch, tvm.IRModule) else mod_or_sch
     mod = tirx.transform.BindTarget(tgt.with_host(tvm.target.Target("llvm")))(mod)
-    pipeline, _, _ = tirx.get_default_tir_pipeline(tgt)
+    if tir_pipeline is None:
+        pipeline, _, _ = tirx.get_default_tir_pipeline(tgt)
+    else:
+        from tvm.tirx import compilation_pipeline
+        pipeline, _, _ = compilation_pipeline.PIPELINE_MAP[tir_pipeline]()
     with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: int(async_copy)}):
         mod = pipeline(mod)
     kernels = [(gv.name_hint, f) for gv, f in mod.functions_items()

@@ -14,13 +14,21 @@ from typing import Mapping
 
 from ..errors import InputError
 
-__all__ = ["ANNOTATION_KEYS", "ASYNC_STAGES", "ORDER", "PipelineAnnotation", "STAGE"]
+__all__ = ["ANNOTATION_KEYS", "ASYNC_STAGES", "ORDER", "PipelineAnnotation", "STAGE", "WS_DEPTH", "WS_KEYS",
+           "WS_REGISTERS"]
 
 #: Loop annotation keys read by InjectSoftwarePipeline (the one place they are spelled).
 STAGE = "software_pipeline_stage"
 ORDER = "software_pipeline_order"
 ASYNC_STAGES = "software_pipeline_async_stages"
 ANNOTATION_KEYS = (STAGE, ORDER, ASYNC_STAGES)
+
+#: Loop annotation keys of a warp-specialized loop, read by tvm_twill's own pass
+#: (``transforms.warp_specialize``) in the ``tvm_twill_ws`` TIR pipeline: the ring
+#: depth, and the (producer, consumer) per-thread register budgets for setmaxnreg.
+WS_DEPTH = "tvm_twill.ws_depth"
+WS_REGISTERS = "tvm_twill.ws_registers"
+WS_KEYS = (WS_DEPTH, WS_REGISTERS)
 
 
 @dataclass(frozen=True)

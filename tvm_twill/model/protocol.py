@@ -78,7 +78,7 @@ __all__ = ["ProtocolReport", "ProtocolViolation", "RingProtocol", "check_ring"]
 # Local program counters.
 _ACQUIRE, _ISSUE, _TAIL, _DONE = 0, 1, 2, 3          # producer
 _WAIT, _READ, _RELEASE, _FINISHED = 0, 1, 2, 3       # consumer
-_EMPTY, _INFLIGHT, _READY = 0, 1, 2                  # slot contents
+_EMPTY, _INFLIGHT, _READY, _PARTIAL = 0, 1, 2, 3      # slot contents (_PARTIAL: some lanes' copies landed)
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,10 @@ class RingProtocol:
     the index wraps.  ``release_after_read``: a consumer arrives on the empty
     barrier after its last read of the slot (False: before it).
     ``producer_tail``: the producer acquires every slot once more before it
-    exits.
+    exits.  ``lanes``: producer lanes that arrive on the full barrier per slot
+    (cp.async: each lane's ``.noinc`` arrival when its copies land, modelled
+    as one step; TMA: the one elected lane's ``arrive.expect_tx``); the
+    correct ``full_count`` is then ``lanes``.
     """
 
     depth: int
@@ -106,12 +109,15 @@ class RingProtocol:
     consumer_flips_phase: bool = True
     release_after_read: bool = True
     producer_tail: bool = True
+    lanes: int = 1
 
     def __post_init__(self):
         for name in ("depth", "consumers"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 64:
                 raise InputError(f"ring {name} must be an integer in [1, 64], got {v!r}")
+        if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or not 1 <= self.lanes <= 1024:
+            raise InputError(f"ring lanes must be an integer in [1, 1024], got {self.lanes!r}")
         for name in ("full_count", "empty_count"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -119,7 +125,7 @@ class RingProtocol:
 
     @property
     def full_init(self) -> int:
-        return 1 if self.full_count is None else self.full_count
+        return (1 if self.tma else self.lanes) if self.full_count is None else self.full_count
 
     @property
     def empty_init(self) -> int:
@@ -190,12 +196,14 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
     def settle(bar, s, init):
         parity, pending, tx = bar[s]
         if pending <= 0 and tx == 0:
-            bar = bar[:s] + ((parity ^ 1, init, 0),) + bar[s + 1:]
+            # arrivals beyond the pending count fall into the next phase (what the hardware does
+            # with a wrong init count: that phase then completes early)
+            bar = bar[:s] + ((parity ^ 1, init + pending, 0),) + bar[s + 1:]
         return bar
 
-    def arrive(bar, s, init, tx=0):
+    def arrive(bar, s, init, tx=0, n=1):
         parity, pending, t = bar[s]
-        bar = bar[:s] + ((parity, pending - 1, t + tx),) + bar[s + 1:]
+        bar = bar[:s] + ((parity, pending - n, t + tx),) + bar[s + 1:]
         return settle(bar, s, init)
 
     def complete_tx(bar, s, init, tx):
@@ -221,7 +229,7 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
                     label = f"producer tail acquires slot {s}"
                     if last:
                         pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto.release_after_read)]
-                        if pending or any(st == _INFLIGHT for _, st in slots):
+                        if pending or any(st in (_INFLIGHT, _PARTIAL) for _, st in slots):
                             out.append(ProtocolViolation(
                                 "producer-tail", "the producer exits while tiles are unread or copies in flight",
                                 (label,)))
@@ -253,9 +261,21 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
             out.append((f"producer issues iteration {pi} into slot {s}", (nxt, cons, nfull, empty, nslots)))
         # copy engine
         for s, (it, st) in enumerate(slots):
-            if st == _INFLIGHT:
+            if st == _INFLIGHT and not proto.tma and proto.lanes > 1:
+                # all lanes but one have landed: their arrivals are in, the tile is not complete
+                nslots = slots[:s] + ((it, _PARTIAL),) + slots[s + 1:]
+                nfull = arrive(full, s, proto.full_init, n=proto.lanes - 1)
+                out.append((f"copies of iteration {it} land in slot {s} but for one lane's",
+                            ((pi, ppc), cons, nfull, empty, nslots)))
+            elif st == _PARTIAL:
                 nslots = slots[:s] + ((it, _READY),) + slots[s + 1:]
-                nfull = complete_tx(full, s, proto.full_init, 1) if proto.tma else arrive(full, s, proto.full_init)
+                nfull = arrive(full, s, proto.full_init)
+                out.append((f"the last lane's copy of iteration {it} lands in slot {s}",
+                            ((pi, ppc), cons, nfull, empty, nslots)))
+            elif st == _INFLIGHT:
+                nslots = slots[:s] + ((it, _READY),) + slots[s + 1:]
+                nfull = complete_tx(full, s, proto.full_init, 1) if proto.tma else arrive(full, s, proto.full_init,
+                                                                                         n=proto.lanes)
                 out.append((f"copy of iteration {it} lands in slot {s}", ((pi, ppc), cons, nfull, empty, nslots)))
         # consumers (identical programs: one representative per distinct local state)
         seen = set()
@@ -275,7 +295,7 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
             elif cpc == _READ:
                 it, st = slots[s]
                 if it != ci or st != _READY:
-                    what = "nothing" if it < 0 else f"iteration {it}" + (" still in flight" if st == _INFLIGHT else "")
+                    what = "nothing" if it < 0 else f"iteration {it}" + (" still in flight" if st in (_INFLIGHT, _PARTIAL) else "")
                     out.append(ProtocolViolation(
                         "read-before-commit", f"a consumer group reads slot {s} for iteration {ci} but it holds {what}",
                         (f"consumer reads slot {s} (iteration {ci})",)))

@@ -1,0 +1,510 @@
+"""The warp-specialization transform: a lowered s_tir kernel -> producer warp + consumer warps on mbarrier rings.
+
+Runs inside ``tvm.compile`` as a pass of the ``tvm_twill_ws`` TIR pipeline
+(``transforms.ws_lowering``), right after FlattenBuffer: at that point the s_tir
+schedule's loops, thread bindings and flat buffers are fixed, software
+pipelines of inner loops are already injected, and nothing has inserted
+synchronisation yet.  It rewrites the one loop that carries the
+``tvm_twill.ws_depth`` annotation (written by ``auto_pipeline(...,
+warp_specialize=...)``):
+
+* every statement of the loop body that copies global memory into a shared
+  buffer allocated in the body is a **producer** statement; its buffer becomes
+  a ring of ``depth`` slots; the rest of the body is the **consumer**;
+* the block gets extra threads for the producer (one warp on sm_80-sm_89, one
+  warp group on sm_90a, whose other three warps only give registers back);
+  the role branch tests a warp index broadcast with ``shfl.sync``, so it is
+  warp-uniform by construction;
+* producer (one warp): for each iteration, wait ``empty[s]`` at ``phase ^ 1``,
+  issue its copies (re-distributed over the warp's 32 lanes) into slot ``s``
+  and signal ``full[s]``: ``cp.async`` + ``cp.async.mbarrier.arrive.noinc``
+  (``full`` counts 32 lanes), or on sm_90a TMA bulk copies
+  (``cp.async.bulk ... mbarrier::complete_tx``) after one elected lane's
+  ``arrive.expect_tx`` of the iteration's bytes (``full`` counts 1); then a
+  producer tail that acquires every slot once more, so the warp exits only
+  after every consumer released every slot;
+* consumers: wait ``full[s]`` at ``phase``, run the original body reading
+  slot ``s``, ``__syncwarp`` and one lane per warp arrives on ``empty[s]``
+  (``empty`` counts the consumer warps);
+* sm_90a: ``setmaxnreg`` per role from the plan's register budgets, with
+  ``__launch_bounds__(threads, 1)`` so ptxas honours them.
+
+Slot and phase are functions of the iteration ``i``: ``s = i mod depth``,
+``phase = (i div depth) mod 2``, the CUTLASS ``PipelineState`` without mutable
+state.  The protocol (state-transition table in ``model/protocol.py``) is
+read off the emitted statements (``WsKernelFacts.ring_protocol``) and model
+checked before ``auto_pipeline`` returns (``ws_lowering.emit_and_check``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import UnsupportedLoopError
+from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
+from ..model.pipeline import WS_DEPTH, WS_REGISTERS
+
+__all__ = ["WsKernelFacts", "warp_specialize_func"]
+
+_THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+@dataclass(frozen=True)
+class WsKernelFacts:
+    """What the transform emitted for one kernel (the protocol checker and the plan read these)."""
+
+    depth: int
+    consumer_threads: int
+    producer_threads: int
+    copy: str                      # "cp.async" or "bulk" (TMA bulk copies)
+    full_count: int                # mbarrier.init count of every full barrier
+    empty_count: int               # mbarrier.init count of every empty barrier (consumer warps)
+    ring_bytes: int                # shared bytes of all rings
+    registers: tuple[int, int] | None   # setmaxnreg (producer, consumer), None when not emitted
+    producer_statements: int
+    producer_parities: tuple[int, ...] = ()   # parity the producer waits on empty[s], iterations 0..2*depth
+    consumer_parities: tuple[int, ...] = ()   # parity the consumers wait on full[s]
+    tail_acquires: int = 0                    # producer-tail waits after the last iteration
+    release_last: bool = True                 # the consumers' arrive on empty[s] follows every read of the slot
+
+    def ring_protocol(self):
+        """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""
+        from ..model.protocol import RingProtocol
+        n = len(self.producer_parities)
+        want = tuple((i // self.depth) % 2 for i in range(n))
+        return RingProtocol(depth=self.depth, consumers=self.consumer_threads // 32, tma=self.copy == "bulk",
+                            lanes=1 if self.copy == "bulk" else 32, full_count=self.full_count,
+                            empty_count=self.empty_count,
+                            producer_flips_phase=tuple(p ^ 1 for p in self.producer_parities) == want,
+                            consumer_flips_phase=self.consumer_parities == want,
+                            release_after_read=self.release_last, producer_tail=self.tail_acquires >= self.depth)
+
+
+def _u32(x):
+    return tirx.const(x, "uint32")
+
+
+def _i32(x):
+    return tirx.const(x, "int32")
+
+
+def _fail(msg: str):
+    raise UnsupportedLoopError(f"warp specialization: {msg}")
+
+
+# ---------------------------------------------------------------------------- finding the loop
+def _path_to(stmt, pred, path=()):
+    """Ancestors (outermost first) + the first node satisfying ``pred``, or None."""
+    path = path + (stmt,)
+    if pred(stmt):
+        return path
+    kids = []
+    if isinstance(stmt, tirx.SeqStmt):
+        kids = list(stmt.seq)
+    elif isinstance(stmt, tirx.IfThenElse):
+        kids = [s for s in (stmt.then_case, stmt.else_case) if s is not None]
+    else:
+        body = getattr(stmt, "body", None)
+        kids = [body] if isinstance(body, tirx.Stmt) else []
+    for k in kids:
+        found = _path_to(k, pred, path)
+        if found:
+            return found
+    return None
+
+
+def _flatten(stmt):
+    if isinstance(stmt, tirx.SeqStmt):
+        out = []
+        for s in stmt.seq:
+            out += _flatten(s)
+        return out
+    return [stmt]
+
+
+def _uses_var(node, var) -> bool:
+    hit = []
+    tvm_ffi.structural_walk(node, [(tirx.Var, lambda v: hit.append(1) if v.same_as(var) else None)])
+    return bool(hit)
+
+
+def _stores(stmt) -> list:
+    out = []
+    tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda s: out.append(s))])
+    return out
+
+
+def _subst(node, vmap):
+    return tvm_ffi.structural_map(node, [(tirx.Var, lambda v: next((e for k, e in vmap if k.same_as(v)), v))])
+
+
+# ---------------------------------------------------------------------------- copies
+@dataclass
+class _Copy:
+    stmt: object          # the statement (a loop nest down to one BufferStore)
+    dst: object           # the shared buffer written
+    loops: list           # [(var, min, extent)] non-vector loops, outermost first
+    vec: tuple | None     # (var, extent) of the innermost vectorized loop
+    guards: list          # conditions on the path
+    store: object
+
+
+def _parse_copy(stmt, shared_bufs) -> _Copy | None:
+    """A global->shared copy nest: For* / If* down to ``X[i] = G[j]``; None if ``stmt`` writes no ring buffer."""
+    stores = _stores(stmt)
+    if not any(any(s.buffer.same_as(b) for b in shared_bufs) for s in stores):
+        return None
+    loops, guards, vec, node = [], [], None, stmt
+    while True:
+        if isinstance(node, tirx.For):
+            if node.kind == tirx.ForKind.VECTORIZED:
+                if vec is not None:
+                    _fail("a copy has two vectorized loops")
+                vec = (node.loop_var, node.min, node.extent)
+            elif node.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
+                if vec is not None:
+                    _fail("a copy has a loop inside its vectorized loop")
+                loops.append((node.loop_var, node.min, node.extent))
+            else:
+                _fail(f"a copy has a {node.kind} loop; only serial, unrolled and vectorized loops are supported")
+            node = node.body
+        elif isinstance(node, tirx.IfThenElse) and node.else_case is None:
+            guards.append(node.condition)
+            node = node.then_case
+        elif isinstance(node, tirx.BufferStore):
+            break
+        else:
+            _fail(f"a statement that writes a shared tile is not a plain copy nest ({type(node).__name__})")
+    dst = node.buffer
+    if not any(dst.same_as(b) for b in shared_bufs):
+        _fail("a copy nest writes a buffer that is not a shared tile of the loop")
+    val = node.value
+    if not isinstance(val, tvm.ir.expr.TensorLoad) or val.source.scope() not in ("", "global"):
+        _fail(f"the statement writing '{dst.name}' is not a copy from global memory")
+    if len(node.indices) != 1 or len(val.indices) != 1:
+        _fail("expected flat (1-D) buffer accesses after FlattenBuffer")
+    if vec is not None:
+        ana = tvm.sym.Analyzer()
+        v = vec[0]
+        for idx in (node.indices[0], val.indices[0]):
+            step = ana.simplify(_subst(idx, [(v, v + 1)]) - idx)
+            if const_int(step) != 1:
+                _fail(f"the vectorized copy into '{dst.name}' is not contiguous")
+    return _Copy(stmt=stmt, dst=dst, loops=loops, vec=vec, guards=guards, store=node)
+
+
+# ---------------------------------------------------------------------------- ring remapping
+def _is_data_of(expr, buf) -> bool:
+    """``expr`` is ``buf.data`` (in TVM 0.27 a ``tirx.buffer_data`` call on the buffer)."""
+    return (isinstance(expr, tvm.ir.expr.Call) and getattr(expr.op, "name", "") == "tirx.buffer_data"
+            and expr.args[0].same_as(buf))
+
+
+def _remap(stmt, rings: dict, slot):
+    """Accesses to each shared tile X -> its ring at ``slot * slot_elems``."""
+    def key(buf):
+        return next((k for k in rings if k.same_as(buf)), None)
+
+    def on_store(s):
+        k = key(s.buffer)
+        if k is None:
+            return s
+        ring, n = rings[k]
+        return tirx.BufferStore(ring, s.value, [s.indices[0] + slot * n])
+
+    def on_load(ld):
+        k = key(ld.source)
+        if k is None:
+            return ld
+        ring, n = rings[k]
+        return tirx.BufferLoad(ring, [ld.indices[0] + slot * n])
+
+    def on_call(c):
+        if getattr(c.op, "name", "") == "tirx.tvm_access_ptr":
+            k = next((b for b in rings if _is_data_of(c.args[1], b)), None)
+            if k is not None:
+                ring, n = rings[k]
+                args = list(c.args)
+                args[1] = ring.data
+                args[2] = args[2] + slot * n
+                return tvm.ir.expr.Call(c.op, args, c.attrs, ret_ty=c.ty)
+        return c
+
+    out = tvm_ffi.structural_map(stmt, [(tirx.BufferStore, on_store), (tvm.ir.expr.TensorLoad, on_load),
+                                        (tvm.ir.expr.Call, on_call)], order="post")
+    for buf in rings:
+        if _uses_var(out, buf):
+            _fail(f"'{buf.name}' is used other than by loads, stores and tvm_access_ptr")
+    return out
+
+
+# ---------------------------------------------------------------------------- barriers
+def _wait(bar_ptr, parity, sm90: bool, done):
+    if sm90:
+        return tirx.Evaluate(T.cuda.mbarrier_wait(bar_ptr, parity))
+    # sm_80: try_wait is sm_90-only; spin on test_wait.parity
+    return tirx.SeqStmt([
+        tirx.BufferStore(done, _u32(0), [0]),
+        tirx.While(tirx.BufferLoad(done, [0]) == _u32(0),
+                   tirx.Evaluate(T.ptx.mbarrier.test_wait.parity.shared.b64(
+                       tirx.BufferLoad(done, [0]), bar_ptr, tirx.Cast("uint32", parity)))),
+    ])
+
+
+# ---------------------------------------------------------------------------- the rewrite
+def warp_specialize_func(func, arch: str):
+    """Rewrite the annotated loop of one lowered PrimFunc; returns (new func, WsKernelFacts) or (func, None)."""
+    path = _path_to(func.body, lambda s: isinstance(s, tirx.For) and WS_DEPTH in (s.annotations or {}))
+    if path is None:
+        return func, None
+    loop = path[-1]
+    depth = int(loop.annotations[WS_DEPTH])
+    regs = loop.annotations.get(WS_REGISTERS)
+    regs = tuple(int(r) for r in regs) if regs is not None else None
+    if depth < 1:
+        _fail(f"ring depth {depth} < 1")
+    sm90 = arch.startswith("sm_9") or arch.startswith("sm_10") or arch.startswith("sm_12")
+    arch_a = arch.endswith("a")
+    if const_int(loop.extent) is None:
+        trip = loop.extent
+    else:
+        trip = _i32(const_int(loop.extent))
+
+    # thread bindings on the path; nothing but sequences / allocations / attrs between them and the loop
+    attrs = [(i, s) for i, s in enumerate(path) if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent"
+             and s.node.thread_tag in _THREAD_TAGS]
+    if not attrs:
+        _fail("the loop is not inside a threadIdx binding")
+    inner_i = attrs[-1][0]
+    for s in path[inner_i + 1:-1]:
+        if not isinstance(s, (tirx.SeqStmt, tirx.AttrStmt)):
+            _fail(f"the loop is nested in a {type(s).__name__} inside the kernel; only a loop at the top of "
+                  "the thread block can be warp-specialized")
+    ext = {s.node.thread_tag: const_int(s.value) for _, s in attrs}
+    if any(v is None for v in ext.values()):
+        _fail("thread extents must be constant")
+    tvars = {s.node.thread_tag: s.node.var for _, s in attrs}
+    X, Y, Z = (ext.get(t, 1) for t in _THREAD_TAGS)
+    n_threads = X * Y * Z
+    if n_threads % 32:
+        _fail(f"{n_threads} threads per block is not a whole number of warps")
+
+    # the loop body: shared tiles, producer copies, consumer statements
+    body = _flatten(loop.body)
+    tiles = [s.buffer for s in body if isinstance(s, tirx.AllocBuffer) and s.buffer.scope().startswith("shared")]
+    copies, consumer = [], []
+    for s in body:
+        if isinstance(s, tirx.AllocBuffer) and any(s.buffer.same_as(b) for b in tiles):
+            continue
+        c = _parse_copy(s, tiles)
+        (copies if c is not None else consumer).append(c if c is not None else s)
+    if not copies:
+        _fail("the loop has no global->shared copy to hand to a producer warp")
+    written = [c.dst for c in copies]
+    for s in consumer:
+        for st in _stores(s):
+            if any(st.buffer.same_as(b) for b in written):
+                _fail(f"'{st.buffer.name}' is written by a copy and by the loop's compute")
+    tiles = [b for b in tiles if any(b.same_as(w) for w in written)]
+    tile_allocs = [s for s in body if isinstance(s, tirx.AllocBuffer) and any(s.buffer.same_as(b) for b in tiles)]
+
+    # copy engine: TMA bulk copies need 16-byte contiguous vectors and thread-invariant guards
+    thread_vars = list(tvars.values())
+    bulk = sm90
+    for c in copies:
+        vbytes = (const_int(c.vec[2]) if c.vec else 1) * tvm_ffi.dtype(str(c.dst.dtype)).bits // 8
+        inner = thread_vars + [v for v, _, _ in c.loops] + ([c.vec[0]] if c.vec else [])
+        if vbytes != 16 or any(_uses_var(g, v) for g in c.guards for v in inner):
+            bulk = False
+        if vbytes not in (4, 8, 16):
+            _fail(f"the copy into '{c.dst.name}' moves {vbytes} bytes per vector; cp.async needs 4, 8 or 16")
+
+    # rings: one per tile, slots padded to 16 bytes
+    rings = {}
+    ring_allocs = []
+    ring_bytes = 0
+    for a in tile_allocs:
+        b = a.buffer
+        n = math.prod(const_int(d) for d in b.shape)
+        eb = tvm_ffi.dtype(str(b.dtype)).bits // 8
+        n = -(-n * eb // 16) * 16 // eb
+        ring = tirx.decl_buffer((depth * n,), b.dtype, name=f"{b.name}_ring", scope=b.scope())
+        rings[b] = (ring, n)
+        ring_allocs.append(tirx.AllocBuffer(ring, {"buffer_data_alignment": 128}))
+        ring_bytes += depth * n * eb
+    full = tirx.decl_buffer((depth,), "uint64", name="ws_full", scope="shared")
+    empty = tirx.decl_buffer((depth,), "uint64", name="ws_empty", scope="shared")
+    done = tirx.decl_buffer((1,), "uint32", name="ws_ready", scope="local")
+
+    use_setmaxnreg = regs is not None and sm90 and arch_a and n_threads % 128 == 0
+    if regs is not None and not use_setmaxnreg:
+        _fail(f"register budgets need sm_90a and a multiple of 128 consumer threads (arch {arch}, "
+              f"{n_threads} threads)")
+    producer_threads = 128 if use_setmaxnreg else 32
+    # grow the outermost thread dimension in use
+    dims = [t for t in _THREAD_TAGS if t in ext]
+    grow = dims[-1]
+    inner_size = n_threads // ext[grow]
+    if producer_threads % inner_size:
+        _fail(f"cannot add a producer warp: the inner thread dimensions hold {inner_size} threads")
+    new_ext = ext[grow] + producer_threads // inner_size
+
+    tx = tvars.get("threadIdx.x", _i32(0))
+    lin = tx
+    if "threadIdx.y" in tvars:
+        lin = lin + tvars["threadIdx.y"] * X
+    if "threadIdx.z" in tvars:
+        lin = lin + tvars["threadIdx.z"] * (X * Y)
+    warp = tirx.Var("ws_warp", "int32")
+    lane = tirx.floormod(lin, 32)
+    n_cwarps = n_threads // 32
+
+    def slot_phase(i):
+        return tirx.floormod(i, depth), tirx.floormod(tirx.floordiv(i, depth), 2)
+
+    # ---- producer
+    full_count = 1 if bulk else 32
+    it = tirx.Var("ws_p", "int32")
+    slot, phase = slot_phase(it)
+    kval = loop.min + it
+    prod_parity = tirx.bitwise_xor(phase, 1)
+    prod_iter = [_wait(empty.ptr_to([slot]), prod_parity, sm90, done)]
+    issue = []
+    total_bytes = _i32(0)
+    for ci, c in enumerate(copies):
+        j = tirx.Var(f"ws_c{ci}", "int32")
+        c_lin = j * 32 + lane
+        tsub = []
+        if "threadIdx.x" in tvars:
+            tsub.append((tvars["threadIdx.x"], tirx.floormod(c_lin, X)))
+        if "threadIdx.y" in tvars:
+            tsub.append((tvars["threadIdx.y"], tirx.floormod(tirx.floordiv(c_lin, X), Y)))
+        if "threadIdx.z" in tvars:
+            tsub.append((tvars["threadIdx.z"], tirx.floordiv(c_lin, X * Y)))
+        ring, n = rings[next(k for k in rings if k.same_as(c.dst))]
+        eb = tvm_ffi.dtype(str(c.dst.dtype)).bits // 8
+        vlen = const_int(c.vec[2]) if c.vec else 1
+        vsub = [(c.vec[0], c.vec[1])] if c.vec else []
+        dst_i = c.store.indices[0] + slot * n
+        src = c.store.value
+        dst_ptr = ring.ptr_to([_subst(dst_i, vsub)])
+        src_ptr = src.source.ptr_to([_subst(src.indices[0], vsub)])
+        if bulk:
+            op = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"](
+                dst_ptr, src_ptr, _u32(vlen * eb), full.ptr_to([slot]))
+        else:
+            kind = "cp.async.cg.shared.global" if vlen * eb == 16 else "cp.async.ca.shared.global"
+            op = T.ptx[kind](dst_ptr, src_ptr, _i32(vlen * eb))
+        inner = tirx.Evaluate(op)
+        for g in reversed(c.guards):
+            inner = tirx.IfThenElse(g, inner, None)
+        for v, mn, ex in reversed(c.loops):
+            inner = tirx.For(v, mn, ex, tirx.ForKind.SERIAL, inner)
+        issue.append(tirx.For(j, _i32(0), _i32(n_threads // 32), tirx.ForKind.SERIAL, _subst(inner, tsub)))
+        if bulk:
+            nbytes = n_threads * math.prod(const_int(e) for _, _, e in c.loops) * vlen * eb
+            guard = None
+            for g in c.guards:
+                guard = g if guard is None else tirx.And(guard, g)
+            total_bytes = total_bytes + (tirx.Select(guard, _i32(nbytes), _i32(0)) if guard is not None
+                                         else _i32(nbytes))
+    if bulk:
+        prod_iter.append(tirx.IfThenElse(T.cuda.elect_sync() != _u32(0), tirx.Evaluate(
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(full.ptr_to([slot]), tirx.Cast("uint32", total_bytes))),
+            None))
+        prod_iter.append(tirx.Evaluate(T.cuda.warp_sync()))
+        prod_iter += issue
+    else:
+        prod_iter += issue
+        prod_iter.append(tirx.Evaluate(T.ptx["cp.async.mbarrier.arrive.noinc.shared.b64"](full.ptr_to([slot]))))
+    prod_iter = _subst(tirx.SeqStmt(prod_iter), [(loop.loop_var, kval)])
+    prod_loop = tirx.For(it, _i32(0), trip, tirx.ForKind.SERIAL, prod_iter)
+    it_t = tirx.Var("ws_t", "int32")
+    slot_t, phase_t = slot_phase(it_t)
+    tail = tirx.For(it_t, trip, _i32(depth), tirx.ForKind.SERIAL,
+                    _wait(empty.ptr_to([slot_t]), tirx.bitwise_xor(phase_t, 1), sm90, done))
+    producer = [prod_loop, tail]
+    if use_setmaxnreg:
+        producer = [tirx.Evaluate(T.ptx.setmaxnreg.dec.sync.aligned.u32(regs[0])),
+                    tirx.IfThenElse(warp == n_cwarps, tirx.SeqStmt(producer), None)]
+
+    # ---- consumer
+    it_c = tirx.Var("ws_k", "int32")
+    slot_c, phase_c = slot_phase(it_c)
+    cons_stmts = [_remap(s, rings, slot_c) for s in consumer]
+    release = tirx.SeqStmt([
+        tirx.Evaluate(T.cuda.warp_sync()),
+        tirx.IfThenElse(lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([slot_c]))),
+                        None)])
+    cons_body = _subst(tirx.SeqStmt([_wait(full.ptr_to([slot_c]), phase_c, sm90, done), *cons_stmts, release]),
+                       [(loop.loop_var, loop.min + it_c)])
+    cons_loop = tirx.For(it_c, _i32(0), trip, tirx.ForKind.SERIAL, cons_body)
+
+    # ---- reassemble: the innermost thread attr's body, loop replaced, becomes the consumer branch
+    inner_attr = path[inner_i]
+    cons_branch = tvm_ffi.structural_map(inner_attr.body, [(tirx.For, lambda f: cons_loop if f.same_as(loop) else f)],
+                                         order="post")
+    if use_setmaxnreg:
+        cons_branch = tirx.SeqStmt([tirx.Evaluate(T.ptx.setmaxnreg.inc.sync.aligned.u32(regs[1])), cons_branch])
+    init = [tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(full.ptr_to([s]), _u32(full_count))) for s in range(depth)]
+    init += [tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(empty.ptr_to([s]), _u32(n_cwarps))) for s in range(depth)]
+    if sm90:
+        init.append(tirx.Evaluate(T.ptx.fence.mbarrier_init.release.cluster()))
+    new_body = tirx.SeqStmt([
+        *ring_allocs,
+        tirx.AllocBuffer(full, {"buffer_data_alignment": 8}),
+        tirx.AllocBuffer(empty, {"buffer_data_alignment": 8}),
+        tirx.AllocBuffer(done, {}),
+        tirx.Bind(warp, T.tvm_warp_shuffle(_u32(0xFFFFFFFF), tirx.floordiv(lin, 32), _i32(0), _i32(32), _i32(32))),
+        tirx.IfThenElse(lin == 0, tirx.SeqStmt(init), None),
+        tirx.Evaluate(T.tvm_storage_sync("shared")),
+        tirx.IfThenElse(warp >= n_cwarps, tirx.SeqStmt(producer), cons_branch),
+    ])
+    # rebuild the chain of attrs down to the innermost thread binding
+    grow_attr = next(s for _, s in attrs if s.node.thread_tag == grow)
+
+    def rebuild(node):
+        if node.same_as(inner_attr):
+            b = new_body
+            if use_setmaxnreg:
+                b = tirx.AttrStmt(_i32(0), "tirx.launch_bounds_min_blocks_per_sm", tirx.IntImm("int64", 1), b)
+            node = tirx.AttrStmt(node.node, node.attr_key, node.value, b)
+        if node.same_as(grow_attr) or (isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent"
+                                       and node.node.same_as(grow_attr.node)):
+            iv = grow_attr.node
+            niv = tirx.IterVar(tvm.ir.Range(0, new_ext), iv.var, iv.iter_type, iv.thread_tag)
+            return tirx.AttrStmt(niv, "thread_extent", _i32(new_ext), node.body)
+        return node
+
+    # post order: the innermost attr is rebuilt before the (outer) grown one
+    marker = {"done": False}
+
+    def on_attr(a):
+        if a.attr_key == "thread_extent" and (a.same_as(inner_attr) or a.node.same_as(grow_attr.node)):
+            marker["done"] = True
+        return rebuild(a)
+
+    new_fbody = tvm_ffi.structural_map(func.body, [(tirx.AttrStmt, on_attr)], order="post")
+    def parities(expr, var):
+        def ev(e):
+            if isinstance(e, tirx.BitwiseXor):
+                a, b = ev(e.a), ev(e.b)
+                return None if a is None or b is None else a ^ b
+            if isinstance(e, tirx.Cast):
+                return ev(e.value)
+            return const_int(e)
+        return tuple(ev(_subst(expr, [(var, _i32(i))])) for i in range(2 * depth + 1))
+
+    cons_seq = list(cons_body.seq) if isinstance(cons_body, tirx.SeqStmt) else [cons_body]
+    reads = [i for i, st in enumerate(cons_seq) if any(_uses_var(st, r) for r, _ in rings.values())]
+    releases = [i for i, st in enumerate(cons_seq) if _uses_var(st, empty)]
+
+    tail_n = const_int(tail.extent)
+    facts = WsKernelFacts(depth=depth, consumer_threads=n_threads, producer_threads=producer_threads,
+                          copy="bulk" if bulk else "cp.async", full_count=full_count, empty_count=n_cwarps,
+                          ring_bytes=ring_bytes, registers=regs if use_setmaxnreg else None,
+                          producer_statements=len(copies),
+                          producer_parities=parities(prod_parity, it),
+                          consumer_parities=parities(phase_c, it_c), tail_acquires=tail_n,
+                          release_last=bool(releases) and min(releases) > max(reads, default=-1))
+    return func.with_body(new_fbody), facts
