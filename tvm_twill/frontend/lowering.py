@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InputError, UnsupportedLoopError
-from .ir import const_int, dtype_bytes, s_tir, tirx, tvm, tvm_ffi
+from .ir import const_int, dtype_bytes, s_tir, tir_pipeline_registry, tirx, tvm, tvm_ffi
 from .target import parse_target
 
 __all__ = ["ASYNC_COPY_CONFIG", "KernelInfo", "compile_cuda", "inject_pipeline", "kernel_info",
@@ -70,8 +70,7 @@ def kernel_info(mod_or_sch, target, *, async_copy: bool = True, tir_pipeline: st
     if tir_pipeline is None:
         pipeline, _, _ = tirx.get_default_tir_pipeline(tgt)
     else:
-        from tvm.tirx import compilation_pipeline
-        pipeline, _, _ = compilation_pipeline.PIPELINE_MAP[tir_pipeline]()
+        pipeline, _, _ = tir_pipeline_registry().PIPELINE_MAP[tir_pipeline]()
     with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: int(async_copy)}):
         mod = pipeline(mod)
     kernels = [(gv.name_hint, f) for gv, f in mod.functions_items()
