@@ -464,27 +464,21 @@ def warp_specialize_func(func, arch: str):
     grow_attr = next(s for _, s in attrs if s.node.thread_tag == grow)
 
     def rebuild(node):
+        """Post order: the innermost thread attr gets the new body before the grown one (maybe itself) is
+        widened to the producer's extra threads."""
         if node.same_as(inner_attr):
             b = new_body
             if use_setmaxnreg:
                 b = tirx.AttrStmt(_i32(0), "tirx.launch_bounds_min_blocks_per_sm", tirx.IntImm("int64", 1), b)
             node = tirx.AttrStmt(node.node, node.attr_key, node.value, b)
-        if node.same_as(grow_attr) or (isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent"
-                                       and node.node.same_as(grow_attr.node)):
+        if node.attr_key == "thread_extent" and node.node.same_as(grow_attr.node):
             iv = grow_attr.node
             niv = tirx.IterVar(tvm.ir.Range(0, new_ext), iv.var, iv.iter_type, iv.thread_tag)
             return tirx.AttrStmt(niv, "thread_extent", _i32(new_ext), node.body)
         return node
 
-    # post order: the innermost attr is rebuilt before the (outer) grown one
-    marker = {"done": False}
+    new_fbody = tvm_ffi.structural_map(func.body, [(tirx.AttrStmt, rebuild)], order="post")
 
-    def on_attr(a):
-        if a.attr_key == "thread_extent" and (a.same_as(inner_attr) or a.node.same_as(grow_attr.node)):
-            marker["done"] = True
-        return rebuild(a)
-
-    new_fbody = tvm_ffi.structural_map(func.body, [(tirx.AttrStmt, on_attr)], order="post")
     def parities(expr, var):
         def ev(e):
             if isinstance(e, tirx.BitwiseXor):
