@@ -124,3 +124,91 @@ def test_a_nest_that_cannot_be_planned_keeps_its_annotations():
 def _tiny_smem_machine():
     import dataclasses
     return dataclasses.replace(tvm_twill.get_machine("a100"), smem_bytes=4096)
+
+
+# -- tvm_twill.dlight.AutoPipelined: dlight's rule, then every pipeline re-planned -------------------
+dl = pytest.importorskip("tvm.s_tir.dlight")
+from tvm_twill.dlight import AutoPipelined  # noqa: E402
+from tvm_twill.frontend import local_stage_blocks  # noqa: E402
+
+
+@functools.lru_cache(maxsize=None)
+def _replanned(size, arch):
+    rule = AutoPipelined(dl.gpu.Matmul())
+    mod = dlight_gemm(SIZES[size], arch=arch, rule=rule)
+    return mod, tuple(rule.last)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86"])
+@pytest.mark.parametrize("size", ["static", "symbolic"])
+def test_autopipelined_matmul(size, arch, tmp_path):
+    mod, nests = _replanned(size, arch)
+    (nest,) = nests
+    assert nest.loops == (OUTER, INNER) and nest.plan is not None and not nest.reason
+    sch = tvm.s_tir.Schedule(mod)
+    # both variants were planned; the direct copies won: dlight's register staging is gone
+    assert [v for v, _ in nest.alternatives] == ["registers", "direct"] and nest.staging == "direct"
+    assert nest.plan.ii_cycles == min(ii for _, ii in nest.alternatives)
+    assert not local_stage_blocks(sch, resolve_loop(sch, OUTER))
+    ann = read_annotation(resolve_loop(sch, OUTER).node)
+    assert ann == nest.plan.annotation and len(ann.stages) == 5 and ann.async_stages
+    assert read_annotation(resolve_loop(sch, INNER).node) == nest.plan.inner[0].annotation
+    # the model ii: no worse than dlight's own annotation, and what evaluate_annotation measures
+    assert nest.plan.ii_cycles <= tvm_twill.evaluate_annotation(dlight_sch(size, arch), OUTER, arch).ii_cycles
+    assert tvm_twill.evaluate_annotation(sch, OUTER, arch).ii_cycles == nest.plan.ii_cycles
+    _, src = compile_cuda(mod, arch)
+    assert "cp.async.ca.shared.global" in src and "cp.async.commit_group" in src
+    waits = [int(w) for w in re.findall(r"cp\.async\.wait_group (\d+);", src)]
+    assert sorted(set(waits)) == sorted({w.in_flight for w in nest.plan.waits})
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed: the register/spill check needs it")
+    cu = tmp_path / "gemm.cu"
+    cu.write_text(src)
+    r = subprocess.run(["nvcc", f"-arch={arch}", "-cubin", "-o", str(tmp_path / "gemm.cubin"), str(cu),
+                        "-Xptxas", "-v"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stdout + r.stderr)
+    assert spills and all(s == ("0", "0") for s in spills), r.stderr
+
+
+def test_matmul_tensorization_rule_is_replanned_the_same():
+    from tvm.s_tir.dlight.gpu.matmul import MatmulTensorization
+    rule = AutoPipelined(MatmulTensorization())
+    sch = tvm.s_tir.Schedule(dlight_gemm(256, arch="sm_80", rule=rule))
+    (nest,) = rule.last
+    via_matmul = tvm.s_tir.Schedule(_replanned("static", "sm_80")[0])
+    for loop in (OUTER, INNER):
+        assert read_annotation(resolve_loop(sch, loop).node) == read_annotation(resolve_loop(via_matmul, loop).node)
+    assert nest.staging == "direct"
+
+
+def test_a_nest_it_cannot_plan_keeps_dlights_schedule(caplog):
+    rule = AutoPipelined(dl.gpu.Matmul(), machine=_tiny_smem_machine())
+    with caplog.at_level("WARNING", logger="tvm_twill.dlight"):
+        mod = dlight_gemm(256, arch="sm_80", rule=rule)
+    (nest,) = rule.last
+    assert nest.plan is None and "shared memory" in nest.reason and nest.staging == "registers"
+    assert tvm.ir.structural_equal(mod, _dlight_mod(256, "sm_80"))
+    assert "keeps dlight's annotation" in caplog.text and "ax3_0_0" in caplog.text
+
+
+def test_a_target_without_a_model_keeps_dlights_schedule(caplog):
+    rule = AutoPipelined(dl.gpu.Matmul())
+    with caplog.at_level("INFO", logger="tvm_twill.dlight"):
+        mod = dlight_gemm(256, arch="sm_75", rule=rule)  # dlight tensorizes from sm_70; no cp.async before sm_80
+    assert rule.last == []
+    assert tvm.ir.structural_equal(mod, dlight_gemm(256, arch="sm_75"))
+    assert "kept as dlight wrote it" in caplog.text and "predates sm_80" in caplog.text
+
+
+def test_autopipelined_is_a_dlight_schedule_rule():
+    rule = AutoPipelined(dl.gpu.Matmul(), time_limit=5.0)
+    assert isinstance(rule, dl.ScheduleRule)
+    assert rule.is_target_available(tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))
+    assert not rule.is_target_available(tvm.target.Target("llvm"))
+    with pytest.raises(tvm_twill.InputError, match="wraps a dlight ScheduleRule"):
+        AutoPipelined(lambda func, target, tunable: None)
+    # a function the rule does not schedule: None, as from the rule itself
+    elementwise = tvm.te.compute((64,), lambda i: tvm.te.placeholder((64,), name="X")[i] * 2, name="Y")
+    func = tvm.te.create_prim_func([elementwise.op.input_tensors[0], elementwise])
+    assert rule.apply(func, tvm.target.Target({"kind": "cuda", "arch": "sm_80"}), False) is None
