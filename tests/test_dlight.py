@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 tvm = pytest.importorskip("tvm")
+tvm_ffi = pytest.importorskip("tvm_ffi")
 
 import tvm_twill  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
@@ -151,8 +152,10 @@ def test_autopipelined_matmul(size, arch, tmp_path):
     assert nest.plan.ii_cycles == min(ii for _, ii in nest.alternatives)
     assert not local_stage_blocks(sch, resolve_loop(sch, OUTER))
     ann = read_annotation(resolve_loop(sch, OUTER).node)
-    assert ann == nest.plan.annotation and len(ann.stages) == 5 and ann.async_stages
-    assert read_annotation(resolve_loop(sch, INNER).node) == nest.plan.inner[0].annotation
+    assert ann == nest.plan.annotation and len(ann.stages) == len(nest.plan.extraction.stmts) and ann.async_stages
+    (inner,) = nest.plan.inner  # written, or (an explained no-op: one stage, program order) removed
+    assert read_annotation(resolve_loop(sch, INNER).node) == (inner.annotation if inner.applied else None)
+    assert len(ann.stages) == (5 if inner.applied else 3)  # copies + the inner pipeline's 3, or the loop
     # the model ii: no worse than dlight's own annotation, and what evaluate_annotation measures
     assert nest.plan.ii_cycles <= tvm_twill.evaluate_annotation(dlight_sch(size, arch), OUTER, arch).ii_cycles
     assert tvm_twill.evaluate_annotation(sch, OUTER, arch).ii_cycles == nest.plan.ii_cycles
@@ -188,7 +191,7 @@ def test_a_nest_it_cannot_plan_keeps_dlights_schedule(caplog):
         mod = dlight_gemm(256, arch="sm_80", rule=rule)
     (nest,) = rule.last
     assert nest.plan is None and "shared memory" in nest.reason and nest.staging == "registers"
-    assert tvm.ir.structural_equal(mod, _dlight_mod(256, "sm_80"))
+    assert tvm_ffi.structural_equal(mod, _dlight_mod(256, "sm_80"))
     assert "keeps dlight's annotation" in caplog.text and "ax3_0_0" in caplog.text
 
 
@@ -197,7 +200,7 @@ def test_a_target_without_a_model_keeps_dlights_schedule(caplog):
     with caplog.at_level("INFO", logger="tvm_twill.dlight"):
         mod = dlight_gemm(256, arch="sm_75", rule=rule)  # dlight tensorizes from sm_70; no cp.async before sm_80
     assert rule.last == []
-    assert tvm.ir.structural_equal(mod, dlight_gemm(256, arch="sm_75"))
+    assert tvm_ffi.structural_equal(mod, dlight_gemm(256, arch="sm_75"))
     assert "kept as dlight wrote it" in caplog.text and "predates sm_80" in caplog.text
 
 
@@ -212,3 +215,20 @@ def test_autopipelined_is_a_dlight_schedule_rule():
     elementwise = tvm.te.compute((64,), lambda i: tvm.te.placeholder((64,), name="X")[i] * 2, name="Y")
     func = tvm.te.create_prim_func([elementwise.op.input_tensors[0], elementwise])
     assert rule.apply(func, tvm.target.Target({"kind": "cuda", "arch": "sm_80"}), False) is None
+
+
+def test_keeping_dlights_register_staging(tmp_path):
+    rule = AutoPipelined(dl.gpu.Matmul(), staging="registers")
+    mod = dlight_gemm(256, arch="sm_80", rule=rule)
+    (nest,) = rule.last
+    assert nest.staging == "registers" and [v for v, _ in nest.alternatives] == ["registers"]
+    assert nest.alternatives[0][1] == dict(_replanned("static", "sm_80")[1][0].alternatives)["registers"]
+    sch = tvm.s_tir.Schedule(mod)
+    assert len(local_stage_blocks(sch, resolve_loop(sch, OUTER))) == 2
+    ann = read_annotation(resolve_loop(sch, OUTER).node)
+    assert len(ann.stages) == 7 and not ann.async_stages  # a staged copy is no cp.async
+    assert nest.plan.ii_cycles <= tvm_twill.evaluate_annotation(dlight_sch(), OUTER, "sm_80").ii_cycles
+    _, src = compile_cuda(mod, "sm_80")
+    assert "cp.async" not in src
+    with pytest.raises(tvm_twill.InputError, match="staging must be one of"):
+        AutoPipelined(dl.gpu.Matmul(), staging="shared")

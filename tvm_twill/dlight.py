@@ -17,7 +17,7 @@ A nest whose copies are staged through registers is planned twice: as dlight
 wrote it, and with direct global->shared copies (the staging annotation
 removed), which cp.async runs on sm_80 and newer.  The plan with the smaller
 model ii is kept; on a tie the direct copies, which hold no staging
-registers.  A nest that cannot be planned keeps dlight's annotations, and
+registers (``staging="registers"`` or ``"direct"`` plans only that variant).  A nest that cannot be planned keeps dlight's annotations, and
 the reason is logged (logger ``tvm_twill.dlight``); so does a target
 tvm_twill has no model for (the rule's schedule is returned unchanged).
 """
@@ -32,7 +32,10 @@ from .frontend import local_stage_blocks, parse_target, pipeline_nests, resolve_
 from .frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
 from .transforms import apply_annotation, remove_annotation
 
-__all__ = ["AutoPipelined", "NestReplan", "replan_schedule"]
+__all__ = ["STAGING", "AutoPipelined", "NestReplan", "replan_schedule"]
+
+#: The ``staging`` choices: plan both variants and keep the better, or only one of them.
+STAGING = ("best", "registers", "direct")
 
 log = logging.getLogger(__name__)
 _ScheduleRule = dlight_schedule_rule_base()
@@ -56,22 +59,34 @@ class NestReplan:
     alternatives: tuple[tuple[str, int], ...] = ()
 
 
-def replan_schedule(sch, target, *, machine=None, time_limit: float = 10.0) -> list[NestReplan]:
+def replan_schedule(sch, target, *, machine=None, time_limit: float = 10.0, staging: str = "best") -> list[NestReplan]:
     """Re-plan every software-pipeline nest of ``sch`` (a dlight-scheduled function) in place.
 
     Loops nested in one another are planned together, innermost first (as
-    ``auto_pipeline(sch, [outer, inner], target)``).  Returns one
-    ``NestReplan`` per nest.  Raises UnsupportedTargetError for a target
-    tvm_twill has no model for.
+    ``auto_pipeline(sch, [outer, inner], target)``).  ``staging``: for copies
+    staged through registers, "best" (plan both variants, keep the smaller
+    ii), "registers" (keep dlight's staging) or "direct" (global->shared).
+    Returns one ``NestReplan`` per nest.  Raises UnsupportedTargetError for a
+    target tvm_twill has no model for.
     """
+    _check_staging(staging)
     parse_target(target)  # refuse an unsupported target before any work
-    return [_replan_nest(sch, [r.name for r in nest], target, machine, time_limit) for nest in pipeline_nests(sch)]
+    return [_replan_nest(sch, [r.name for r in nest], target, machine, time_limit, staging)
+            for nest in pipeline_nests(sch)]
 
 
-def _replan_nest(sch, names, target, machine, time_limit) -> NestReplan:
+def _check_staging(staging) -> None:
+    if staging not in STAGING:
+        raise InputError(f"staging must be one of {list(STAGING)}, got {staging!r}")
+
+
+def _replan_nest(sch, names, target, machine, time_limit, staging) -> NestReplan:
     loops = names if len(names) > 1 else names[0]
     staged = bool(local_stage_blocks(sch, resolve_loop(sch, names[0])))
-    variants = ("registers", "direct") if staged else ("none",)
+    if not staged:
+        variants: tuple = ("none",)
+    else:
+        variants = ("registers", "direct") if staging == "best" else (staging,)
     tried, failures = [], []
     for variant in variants:
         trial = scratch_schedule(sch)  # the same IR: planning here leaves sch alone
@@ -86,10 +101,10 @@ def _replan_nest(sch, names, target, machine, time_limit) -> NestReplan:
     alternatives = tuple((v, p.ii_cycles) for v, p in tried)
     if not tried:
         reason = "; ".join(failures)
-        log.warning("tvm_twill.dlight: pipeline nest %s keeps dlight's annotation: %s", names, reason)
+        log.warning("pipeline nest %s keeps dlight's annotation: %s", names, reason)
         return NestReplan(loops=tuple(names), plan=None, staging="registers" if staged else "none", reason=reason)
     for f in failures:
-        log.info("tvm_twill.dlight: pipeline nest %s: variant not planned (%s)", names, f)
+        log.info("pipeline nest %s: variant not planned (%s)", names, f)
     # the smaller ii; on a tie the direct copies (no staging registers)
     variant, plan = min(tried, key=lambda vp: (vp[1].ii_cycles, vp[0] == "registers"))
     if variant == "direct":
@@ -100,7 +115,7 @@ def _replan_nest(sch, names, target, machine, time_limit) -> NestReplan:
             apply_annotation(sch, rv, p.annotation)
         else:  # the plan is the loop without a pipeline
             remove_annotation(sch, rv)
-    log.info("tvm_twill.dlight: pipeline nest %s re-planned (%s copies): ii %d cycles (%s)", names, variant,
+    log.info("pipeline nest %s re-planned (%s copies): ii %d cycles (%s)", names, variant,
              plan.ii_cycles, ", ".join(f"{v} {ii}" for v, ii in alternatives))
     return NestReplan(loops=tuple(names), plan=plan, staging=variant, alternatives=alternatives)
 
@@ -114,23 +129,28 @@ class AutoPipelined(_ScheduleRule):
     """A dlight ``ScheduleRule`` that applies ``rule``, then re-plans the pipelines it wrote.
 
     ``time_limit``: seconds of solving per loop; ``machine``: a Machine or
-    built-in name (default: the model of the target's arch).  The rule's
+    built-in name (default: the model of the target's arch); ``staging``:
+    what to do with copies staged through registers (``STAGING``: "best",
+    "registers", "direct").  The rule's
     schedule(s) are re-planned in place and returned as the rule returned
     them (one Schedule, a list, or None when the rule does not apply);
     ``last`` holds the ``NestReplan``s of the latest call.
     """
 
-    def __init__(self, rule, time_limit: float = 10.0, machine=None):
+    def __init__(self, rule, time_limit: float = 10.0, machine=None, staging: str = "best"):
         if not isinstance(rule, _ScheduleRule):
             raise InputError(f"AutoPipelined wraps a dlight ScheduleRule (like dl.gpu.Matmul()), got "
                              f"{type(rule).__name__}")
+        _check_staging(staging)
         self.rule = rule
         self.time_limit = time_limit
         self.machine = machine
+        self.staging = staging
         self.last: list[NestReplan] = []
 
     def __repr__(self) -> str:
-        return f"AutoPipelined({type(self.rule).__name__}(), time_limit={self.time_limit!r})"
+        return (f"AutoPipelined({type(self.rule).__name__}(), time_limit={self.time_limit!r}, "
+                f"staging={self.staging!r})")
 
     def is_target_available(self, target) -> bool:
         return self.rule.is_target_available(target)
@@ -142,8 +162,9 @@ class AutoPipelined(_ScheduleRule):
             return None
         for sch in space if isinstance(space, (list, tuple)) else [space]:
             try:
-                self.last += replan_schedule(sch, target, machine=self.machine, time_limit=self.time_limit)
+                self.last += replan_schedule(sch, target, machine=self.machine, time_limit=self.time_limit,
+                                             staging=self.staging)
             except TwillError as err:  # a target without a model: dlight's schedule as it is
-                log.info("tvm_twill.dlight: %s's schedule kept as dlight wrote it: %s", type(self.rule).__name__,
+                log.info("%s's schedule kept as dlight wrote it: %s", type(self.rule).__name__,
                          err)
         return space
