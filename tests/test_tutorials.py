@@ -5,6 +5,7 @@ Tutorials that need TVM are skipped without it.  Nothing here is timed.
 import importlib.util
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -25,7 +26,7 @@ def run(script, *args):
 
 
 def test_every_tutorial_is_tested():
-    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_matmul.py"}
+    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -54,3 +55,12 @@ def test_auto_pipeline_gemm():
     assert "auto_pipeline: loop 'k_0_0'" in out
     assert "model II per k_0_0 iteration: auto_pipeline" in out
     assert "cp.async.wait_group counts in the kernel:" in out
+
+
+@needs_tvm
+def test_dlight_gemm():
+    out = run("dlight_gemm.py", "--no-nvcc")
+    assert "dlight's outer loop 'ax3_0_0': 7 pipeline statements" in out
+    ii = re.search(r"model II per outer iteration: dlight (\d+) cycles, tvm_twill (\d+) cycles", out)
+    assert ii and int(ii.group(2)) <= int(ii.group(1))
+    assert "cp.async in the kernel: True" in out

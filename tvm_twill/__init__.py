@@ -22,6 +22,9 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "dlight":  # tvm_twill.dlight.AutoPipelined(...) after a plain `import tvm_twill`
+        import importlib
+        return importlib.import_module("tvm_twill.dlight")
     raise AttributeError(f"module 'tvm_twill' has no attribute '{name}'")
 
 

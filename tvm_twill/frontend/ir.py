@@ -13,10 +13,17 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for the transforms
 
-__all__ = ["CONTROL_FLOW", "T", "children", "const_int", "dtype_bytes", "has_block", "is_register", "is_shared",
-           "is_true", "meta_schedule_postproc_base", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes",
-           "thread_extents", "tir_pipeline_registry",
-           "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+__all__ = ["CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "children", "const_int",
+           "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "has_block", "is_register", "is_shared",
+           "is_true", "manifested_buffers", "meta_schedule_postproc_base", "prim_functions", "s_tir", "scope_of",
+           "stock_finalize_passes", "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi",
+           "walk_stmts"]
+
+#: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
+#: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
+MANIFEST_LOCAL_STAGE = "tirx.manifest_shared_memory_local_stage"
+#: Block annotation (a write index) asking InjectSoftwarePipeline for two versions of that buffer.
+DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 
 #: Statements that make a loop body not straight-line.
 CONTROL_FLOW = (tirx.IfThenElse, tirx.While, tirx.Break, tirx.Continue, tirx.Return)
@@ -92,11 +99,40 @@ def walk_stmts(stmt):
 
 
 
+def manifested_buffers(stmt) -> list[str]:
+    """Names of the shared buffers filled by the blocks in ``stmt`` annotated ``MANIFEST_LOCAL_STAGE``."""
+    out = []
+    for node in walk_stmts(stmt):
+        if isinstance(node, s_tir.SBlock) and MANIFEST_LOCAL_STAGE in node.annotations:
+            body = node.body
+            out.append(body.buffer.name if isinstance(body, tirx.BufferStore) else "")
+    return out
+
+
+def double_buffered(stmt) -> tuple[str, ...]:
+    """Names of the buffers that blocks in ``stmt`` mark ``DOUBLE_BUFFER_SCOPE``."""
+    out = []
+    for node in walk_stmts(stmt):
+        if isinstance(node, s_tir.SBlock) and DOUBLE_BUFFER_SCOPE in node.annotations:
+            index = const_int(node.annotations[DOUBLE_BUFFER_SCOPE])
+            if index is not None and 0 <= index < len(node.writes):
+                name = node.writes[index].source.name
+                if name not in out:
+                    out.append(name)
+    return tuple(out)
+
+
 def prim_functions(sch):
     """(name, PrimFunc) of every TIR function of a schedule's module."""
     for gv, func in sch.mod.functions_items():
         if isinstance(func, tirx.PrimFunc):
             yield gv.name_hint, func
+
+
+def dlight_schedule_rule_base():
+    """dlight's ``ScheduleRule`` base class, for tvm_twill.dlight."""
+    from tvm.s_tir.dlight import ScheduleRule
+    return ScheduleRule
 
 
 def meta_schedule_postproc_base():

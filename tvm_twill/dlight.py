@@ -1,0 +1,170 @@
+"""dlight schedules with optimal software pipelines.
+
+TVM's dlight ``gpu.Matmul`` rule schedules fp16 GEMMs on tensor cores (it
+hands them to ``MatmulTensorization``: wmma) with a fixed nested pipeline,
+stages [0, 0, 0, 0, 0, 1, 1] on the outer k loop and [0, 0, 1] on the inner
+one, and stages its global->shared copies through registers
+(``tirx.manifest_shared_memory_local_stage``: TVM splits each copy into a
+global->local load and a local->shared store before it pipelines the loop).
+``AutoPipelined(rule)`` applies the rule, then re-plans every pipeline nest
+the rule wrote with ``auto_pipeline``::
+
+    import tvm.s_tir.dlight as dl
+    with tvm.target.Target({"kind": "cuda", "arch": "sm_80"}):
+        mod = dl.ApplyDefaultSchedule(tvm_twill.dlight.AutoPipelined(dl.gpu.Matmul()))(mod)
+
+A nest whose copies are staged through registers is planned twice: as dlight
+wrote it, and with direct global->shared copies (the staging annotation
+removed), which cp.async runs on sm_80 and newer.  The plan with the smaller
+model ii is kept; on a tie the direct copies, which hold no staging
+registers (``staging="registers"`` or ``"direct"`` plans only that variant).  A nest that cannot be planned keeps dlight's annotations, and
+the reason is logged (logger ``tvm_twill.dlight``); so does a target
+tvm_twill has no model for (the rule's schedule is returned unchanged).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .api import PipelinePlan, auto_pipeline
+from .errors import InputError, TwillError
+from .frontend import local_stage_blocks, parse_target, pipeline_nests, resolve_loop, scratch_schedule
+from .frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
+from .transforms import apply_annotation, remove_annotation
+
+__all__ = ["STAGING", "AutoPipelined", "NestReplan", "replan_schedule"]
+
+#: The ``staging`` choices: plan both variants and keep the better, or only one of them.
+STAGING = ("best", "registers", "direct")
+
+log = logging.getLogger(__name__)
+_ScheduleRule = dlight_schedule_rule_base()
+
+
+@dataclass(frozen=True)
+class NestReplan:
+    """What happened to one pipeline nest (loop names outermost first).
+
+    ``plan``: the plan written on the schedule (None: the nest kept its
+    annotations, ``reason`` says why); ``staging``: "direct" (copies made
+    global->shared, cp.async-capable), "registers" (staged through registers,
+    as dlight wrote them) or "none" (the nest had no staged copies);
+    ``alternatives``: model ii in cycles of each variant planned.
+    """
+
+    loops: tuple[str, ...]
+    plan: PipelinePlan | None
+    staging: str
+    reason: str = ""
+    alternatives: tuple[tuple[str, int], ...] = ()
+
+
+def replan_schedule(sch, target, *, machine=None, time_limit: float = 10.0, staging: str = "best") -> list[NestReplan]:
+    """Re-plan every software-pipeline nest of ``sch`` (a dlight-scheduled function) in place.
+
+    Loops nested in one another are planned together, innermost first (as
+    ``auto_pipeline(sch, [outer, inner], target)``).  ``staging``: for copies
+    staged through registers, "best" (plan both variants, keep the smaller
+    ii), "registers" (keep dlight's staging) or "direct" (global->shared).
+    Returns one ``NestReplan`` per nest.  Raises UnsupportedTargetError for a
+    target tvm_twill has no model for.
+    """
+    _check_staging(staging)
+    parse_target(target)  # refuse an unsupported target before any work
+    return [_replan_nest(sch, [r.name for r in nest], target, machine, time_limit, staging)
+            for nest in pipeline_nests(sch)]
+
+
+def _check_staging(staging) -> None:
+    if staging not in STAGING:
+        raise InputError(f"staging must be one of {list(STAGING)}, got {staging!r}")
+
+
+def _replan_nest(sch, names, target, machine, time_limit, staging) -> NestReplan:
+    loops = names if len(names) > 1 else names[0]
+    staged = bool(local_stage_blocks(sch, resolve_loop(sch, names[0])))
+    if not staged:
+        variants: tuple = ("none",)
+    else:
+        variants = ("registers", "direct") if staging == "best" else (staging,)
+    tried, failures = [], []
+    for variant in variants:
+        trial = scratch_schedule(sch)  # the same IR: planning here leaves sch alone
+        if variant == "direct":
+            _drop_staging(trial, names[0])
+        try:
+            plan = auto_pipeline(trial, loops, target, machine=machine, time_limit=time_limit)
+        except TwillError as err:
+            failures.append(f"{variant}: {err}")
+            continue
+        tried.append((variant, plan))
+    alternatives = tuple((v, p.ii_cycles) for v, p in tried)
+    if not tried:
+        reason = "; ".join(failures)
+        log.warning("pipeline nest %s keeps dlight's annotation: %s", names, reason)
+        return NestReplan(loops=tuple(names), plan=None, staging="registers" if staged else "none", reason=reason)
+    for f in failures:
+        log.info("pipeline nest %s: variant not planned (%s)", names, f)
+    # the smaller ii; on a tie the direct copies (no staging registers)
+    variant, plan = min(tried, key=lambda vp: (vp[1].ii_cycles, vp[0] == "registers"))
+    if variant == "direct":
+        _drop_staging(sch, names[0])
+    for p in (plan, *plan.inner):
+        rv = resolve_loop(sch, p.loop).rv
+        if p.applied:
+            apply_annotation(sch, rv, p.annotation)
+        else:  # the plan is the loop without a pipeline
+            remove_annotation(sch, rv)
+    log.info("pipeline nest %s re-planned (%s copies): ii %d cycles (%s)", names, variant,
+             plan.ii_cycles, ", ".join(f"{v} {ii}" for v, ii in alternatives))
+    return NestReplan(loops=tuple(names), plan=plan, staging=variant, alternatives=alternatives)
+
+
+def _drop_staging(sch, loop_name: str) -> None:
+    for rv in local_stage_blocks(sch, resolve_loop(sch, loop_name)):
+        sch.unannotate(rv, MANIFEST_LOCAL_STAGE)
+
+
+class AutoPipelined(_ScheduleRule):
+    """A dlight ``ScheduleRule`` that applies ``rule``, then re-plans the pipelines it wrote.
+
+    ``time_limit``: seconds of solving per loop; ``machine``: a Machine or
+    built-in name (default: the model of the target's arch); ``staging``:
+    what to do with copies staged through registers (``STAGING``: "best",
+    "registers", "direct").  The rule's
+    schedule(s) are re-planned in place and returned as the rule returned
+    them (one Schedule, a list, or None when the rule does not apply);
+    ``last`` holds the ``NestReplan``s of the latest call.
+    """
+
+    def __init__(self, rule, time_limit: float = 10.0, machine=None, staging: str = "best"):
+        if not isinstance(rule, _ScheduleRule):
+            raise InputError(f"AutoPipelined wraps a dlight ScheduleRule (like dl.gpu.Matmul()), got "
+                             f"{type(rule).__name__}")
+        _check_staging(staging)
+        self.rule = rule
+        self.time_limit = time_limit
+        self.machine = machine
+        self.staging = staging
+        self.last: list[NestReplan] = []
+
+    def __repr__(self) -> str:
+        return (f"AutoPipelined({type(self.rule).__name__}(), time_limit={self.time_limit!r}, "
+                f"staging={self.staging!r})")
+
+    def is_target_available(self, target) -> bool:
+        return self.rule.is_target_available(target)
+
+    def apply(self, func, target, tunable: bool):
+        space = self.rule.apply(func, target, tunable)
+        self.last = []
+        if space is None:
+            return None
+        for sch in space if isinstance(space, (list, tuple)) else [space]:
+            try:
+                self.last += replan_schedule(sch, target, machine=self.machine, time_limit=self.time_limit,
+                                             staging=self.staging)
+            except TwillError as err:  # a target without a model: dlight's schedule as it is
+                log.info("%s's schedule kept as dlight wrote it: %s", type(self.rule).__name__,
+                         err)
+        return space
