@@ -65,7 +65,9 @@ class AutoPipelineOptions:
     ``max_stages``: the most pipeline stages a plan may use (None: the
     default of ``transforms.depth``, min(8, trip count)); when the optimal
     schedule needs more, the loop is re-solved with the stages bounded (a
-    larger ii) and ``explain()`` says so.
+    larger ii) and ``explain()`` says so.  ``cache``: a ``tvm_twill.cache.PlanCache``
+    whose solves, extractions and TVM verdicts are reused for identical loops
+    (None: every call starts afresh).
     """
 
     machine: object = None
@@ -74,6 +76,7 @@ class AutoPipelineOptions:
     quantum: int | None = None
     verify: bool = True
     max_stages: int | None = None
+    cache: object = None
 
     def __post_init__(self):
         check_max_stages(self.max_stages)
@@ -264,9 +267,11 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
     work = sch if opts.apply else scratch_schedule(sch)
     depth = {r.name: len(r.ancestors) for r in refs}
     outermost = min(names, key=lambda n: depth[n])
+    # the LoopRVs stay valid on ``sch`` itself (annotating keeps the loops); a scratch schedule takes names
+    handle = {r.name: r.rv if work is sch else r.name for r in refs}
     plans = []
     for name in sorted(names, key=lambda n: -depth[n]):  # innermost first
-        plans.append(_auto_one(work, name, target, opts if name == outermost else opts.replace(apply=True)))
+        plans.append(_auto_one(work, handle[name], target, opts if name == outermost else opts.replace(apply=True)))
     return replace(plans[-1], inner=tuple(plans[:-1]))
 
 
@@ -283,7 +288,12 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
             raise UnsupportedLoopError(
                 f"loop '{ref.name}' is inside the pipelined loop '{a.loop_var.name}': pipeline inner loops "
                 "first (auto_pipeline(sch, [outer, inner], ...)), then the outer loop")
-    ex = extract_loop(sch, ref.rv, arch, machine=m, quantum=opts.quantum)
+    cache = opts.cache
+    if cache is None:
+        ex = extract_loop(sch, ref.rv, arch, machine=m, quantum=opts.quantum)
+    else:  # the solver too: each distinct graph is solved once per cache
+        ex = cache.extract(sch, ref, arch, m, opts.quantum)
+        solve = cache.solve
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
@@ -312,7 +322,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     apply_annotation(sch, ref.rv, ann)
     if opts.verify:
         try:
-            inject_pipeline(sch.mod)
+            inject_pipeline(sch.mod) if cache is None else cache.verify(sch.mod)
         except UnsupportedLoopError:
             restore_annotation(sch, ref.rv, previous)  # leave the schedule as it was
             raise

@@ -12,9 +12,9 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-__all__ = ["CONTROL_FLOW", "children", "const_int", "dtype_bytes", "has_block", "is_register", "is_shared",
-           "is_true", "meta_schedule_postproc_base", "prim_functions", "s_tir", "scope_of", "thread_extents",
-           "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+__all__ = ["CONTROL_FLOW", "children", "const_int", "dtype_bytes", "fingerprint", "has_block", "is_register",
+           "is_shared", "is_true", "meta_schedule_postproc_base", "meta_schedule_verify_gpu_code", "prim_functions",
+           "s_tir", "scope_of", "thread_extents", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
 
 #: Statements that make a loop body not straight-line.
 CONTROL_FLOW = (tirx.IfThenElse, tirx.While, tirx.Break, tirx.Continue, tirx.Return)
@@ -97,8 +97,35 @@ def prim_functions(sch):
             yield gv.name_hint, func
 
 
+def fingerprint(node) -> tuple:
+    """A hashable key of a PrimFunc or IRModule: equal keys mean structurally equal IR (TVM's
+    ``structural_hash``) with the same names of functions, parameters, loops, blocks and buffers
+    (which structural equality ignores, and which extraction and messages report)."""
+    if isinstance(node, tvm.IRModule):
+        return tvm_ffi.structural_hash(node), tuple(sorted((gv.name_hint, fingerprint(f)) for gv, f in
+                                                           node.functions_items() if isinstance(f, tirx.PrimFunc)))
+    names = [getattr(p, "name", "") for p in node.params]
+
+    def on_loop(loop):
+        names.append(loop.loop_var.name)
+
+    def on_block(blk):
+        names.append(blk.name_hint)
+        names.extend(b.name for b in blk.alloc_buffers)
+        names.extend(m.buffer.name for m in blk.match_buffers)
+
+    tvm_ffi.structural_walk(node.body, [(tirx.For, on_loop), (s_tir.SBlock, on_block)])
+    return tvm_ffi.structural_hash(node), tuple(names)
+
+
 def meta_schedule_postproc_base():
     """(PyPostproc, derived_object) of TVM's MetaSchedule, for tvm_twill.metaschedule."""
     from tvm.s_tir.meta_schedule.postproc import PyPostproc
     from tvm.ir.utils import derived_object
     return PyPostproc, derived_object
+
+
+def meta_schedule_verify_gpu_code():
+    """TVM's ``VerifyGPUCode`` postprocessor class (the target's thread, shared-memory and register limits)."""
+    from tvm.s_tir.meta_schedule.postproc import VerifyGPUCode
+    return VerifyGPUCode

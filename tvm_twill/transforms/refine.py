@@ -32,7 +32,8 @@ def _achieves(cand: PipelineAnnotation, graph, machine, ii: int, solved=None) ->
     if legality_violations(cand, graph):
         return False
     try:
-        return annotation_ii(solved or graph, machine, cand)[0] <= ii
+        annotation_ii(solved or graph, machine, cand, max_ii=ii)  # the smallest ii it reaches is <= ii
+        return True
     except InfeasibleError:
         return False
 
