@@ -25,7 +25,7 @@ def run(script, *args):
 
 
 def test_every_tutorial_is_tested():
-    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_matmul.py"}
+    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_matmul.py", "metaschedule_tuning.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -54,3 +54,14 @@ def test_auto_pipeline_gemm():
     assert "auto_pipeline: loop 'k_0_0'" in out
     assert "model II per k_0_0 iteration: auto_pipeline" in out
     assert "cp.async.wait_group counts in the kernel:" in out
+
+
+@needs_tvm
+def test_metaschedule_tuning():
+    pytest.importorskip("psutil")  # MetaSchedule's TuneContext needs it
+    out = run("metaschedule_tuning.py", "--candidates", "4")
+    assert "TwillPipeline" in out and "candidate 3:" in out and "candidate 4:" not in out
+    assert out.count("    rule       model II of ") == 4
+    assert "tvm_twill  model II of " in out  # at least one candidate re-planned
+    assert "loop nest(s) re-planned" in out and "solver calls:" in out
+    assert "ms.tune_tir(ctx.mod, ctx.target, work_dir" in out and "(pass --tune to run it here" in out

@@ -9,7 +9,12 @@ last among the postprocessors, re-plans each annotated loop nest with
 
     from tvm.s_tir import meta_schedule as ms
     postprocs = [*ms.postproc.Postproc.create("cuda-tensorcore"), tvm_twill.metaschedule.TwillPipeline()]
-    ms.tune_tir(mod, target, work_dir, max_trials_global, postprocs=postprocs, ...)
+    space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs, mutator_probs=probs)
+    ms.tune_tir(mod, target, work_dir, max_trials_global, space=space, ...)
+
+(TVM 0.27's ``tune_tir`` takes the postprocessors through its ``space``;
+``tvm_twill.workloads.tensorcore_tune_context`` builds such a space for a
+GEMM, and ``tutorials/metaschedule_tuning.py`` runs it.)
 
 A loop nest that tvm_twill cannot plan (a loop the front-end refuses, a
 function TVM's passes reject, an infeasible or timed-out solve, a plan over
@@ -50,6 +55,8 @@ _PyPostproc, _derived_object = meta_schedule_postproc_base()
 
 #: How many candidates' outcomes ``TwillPipeline.history`` keeps.
 HISTORY = 4096
+#: The target attributes MetaSchedule's VerifyGPUCode checks against (TVM 0.27).
+VERIFY_GPU_CODE_ATTRS = ("max_shared_memory_per_block", "max_threads_per_block", "thread_warp_size")
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,8 @@ class TwillPipeline(_PyPostproc):
 
     def _initialize_with_tune_context(self, context) -> None:
         self.target = context.target
-        if self.verify_gpu_code:
+        # VerifyGPUCode reads these limits; a target without them has none to check
+        if self.verify_gpu_code and all(a in self.target.attrs for a in VERIFY_GPU_CODE_ATTRS):
             self._verifier = meta_schedule_verify_gpu_code()()
             self._verifier._initialize_with_tune_context(context)
 
