@@ -32,7 +32,7 @@ import json
 import warnings
 from dataclasses import dataclass, replace
 
-from .errors import InputError, UnsupportedLoopError
+from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
                        resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict, rec_mii,
@@ -40,7 +40,7 @@ from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict
 from .model.pipeline import PipelineAnnotation
 from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation, async_waits,
-                         buffer_versions, legality_violations, refine, restore_annotation)
+                         buffer_versions, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, check_max_stages, default_max_stages
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -220,7 +220,7 @@ class AnnotationEval:
 
 def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
     """buffer -> (versions, bytes) for the shared buffers written in the loop (TVM's versioning)."""
-    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts])
+    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts], ex.double_buffered)
     per_iter: dict = {}
     for st in ex.stmts:
         for buf, nbytes in st.smem_writes.items():
@@ -269,9 +269,20 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
     outermost = min(names, key=lambda n: depth[n])
     # the LoopRVs stay valid on ``sch`` itself (annotating keeps the loops); a scratch schedule takes names
     handle = {r.name: r.rv if work is sch else r.name for r in refs}
+    # annotations already on the nest (dlight's, MetaSchedule's) are re-planned together: dropped first,
+    # since an inner loop is planned before its outer one; put back if the nest cannot be planned
+    saved = [(n, read_annotation(resolve_loop(work, handle[n]).node)) for n in names]
+    for n, ann in saved:
+        if ann is not None:
+            remove_annotation(work, resolve_loop(work, handle[n]).rv)
     plans = []
-    for name in sorted(names, key=lambda n: -depth[n]):  # innermost first
-        plans.append(_auto_one(work, handle[name], target, opts if name == outermost else opts.replace(apply=True)))
+    try:
+        for name in sorted(names, key=lambda n: -depth[n]):  # innermost first
+            plans.append(_auto_one(work, handle[name], target, opts if name == outermost else opts.replace(apply=True)))
+    except TwillError:
+        for n, ann in saved:
+            restore_annotation(work, resolve_loop(work, handle[n]).rv, ann)
+        raise
     return replace(plans[-1], inner=tuple(plans[:-1]))
 
 

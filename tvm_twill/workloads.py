@@ -1,6 +1,7 @@
-"""Reference workloads: TVM's own tensor-core GEMM schedule and its hand-written pipeline annotations.
+"""Reference workloads: TVM's own tensor-core GEMM schedule and its hand-written pipeline annotations,
+and an fp16 GEMM as dlight's ``gpu.Matmul`` rule schedules it.
 
-Used by the tests, the tutorial and the benchmarks as the loops to pipeline
+Used by the tests, the tutorials and the benchmarks as the loops to pipeline
 and the hand annotations to beat.  Not part of the pipelining path: this is
 the only module that imports ``tvm.testing`` (TVM's test helpers).
 """
@@ -56,6 +57,40 @@ def tensorcore_gemm(n: int = 4096, hand: str | None = None):
     return sch, k0, k1
 
 
+
+
+def fp16_gemm(m: int | str = 256, n: int = 256, k: int = 256):
+    """The GEMM ``C[m, n] = A[m, k] @ B[k, n]`` (fp16 inputs, fp32 accumulation) as a PrimFunc.
+
+    ``m``: an extent, or the name of a symbolic int64 extent (a dynamic
+    batch size, which dlight pads to its tile).
+    """
+    from tvm import te, tirx
+
+    dt = "int64" if isinstance(m, str) else "int32"
+    rows = tirx.Var(m, dt) if isinstance(m, str) else tirx.IntImm(dt, m)
+    cols, depth = tirx.IntImm(dt, n), tirx.IntImm(dt, k)
+    a = te.placeholder((rows, depth), "float16", name="A")
+    b = te.placeholder((depth, cols), "float16", name="B")
+    r = te.reduce_axis((tirx.IntImm(dt, 0), depth), name="k")
+    c = te.compute((rows, cols), lambda i, j: te.sum(a[i, r].astype("float32") * b[r, j].astype("float32"), axis=r),
+                   name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def dlight_gemm(m: int | str = 256, n: int = 256, k: int = 256, arch: str = "sm_80", rule=None):
+    """``fp16_gemm`` scheduled by dlight for ``arch``: the IRModule ``ApplyDefaultSchedule(rule)`` returns.
+
+    ``rule`` defaults to ``dl.gpu.Matmul()``, which hands fp16 GEMMs to
+    ``MatmulTensorization`` (wmma, a nested software pipeline, copies staged
+    through registers).  The outer k loop is ``ax3_0_0``, the inner ``ax3_0_1``.
+    """
+    import tvm
+    import tvm.s_tir.dlight as dl
+
+    mod = tvm.IRModule({"main": fp16_gemm(m, n, k)})
+    with tvm.target.Target({"kind": "cuda", "arch": arch}):
+        return dl.ApplyDefaultSchedule(rule if rule is not None else dl.gpu.Matmul())(mod)
 
 
 #: TVM target tags (with the limits MetaSchedule checks) for the archs the MetaSchedule workloads use.

@@ -67,8 +67,8 @@ from dataclasses import dataclass, field
 from ..errors import UnsupportedLoopError
 from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
-from .ir import (CONTROL_FLOW, children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir,
-                 scope_of, thread_extents, tirx, tvm, tvm_ffi, walk_stmts)
+from .ir import (children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir, scope_of,
+                 thread_extents, tirx, tvm, tvm_ffi)
 from .loops import LoopRef, pipeline_children
 
 __all__ = ["DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
@@ -216,23 +216,52 @@ def _is_mac_reduction(block) -> bool:
 
 
 def _plain_copy(block) -> tuple[bool, float]:
-    """(is a plain load->store copy, bytes per vector) for cp.async eligibility."""
+    """(is a plain load->store copy, bytes per vector) for cp.async eligibility.
+
+    A copy guarded as ``if_then_else(cond, load, 0)`` (dlight pads dynamic
+    shapes this way) counts: TVM's InjectPTXAsyncCopy makes it a predicated
+    cp.async, which fills zeros where ``cond`` is false.
+    """
     body = block.body
     if not isinstance(body, tirx.BufferStore):
         return False, 0.0
-    if not isinstance(body.value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
+    value = body.value
+    if _is_zero_guarded_load(value):
+        value = value.args[1]
+    if not isinstance(value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
         return False, 0.0
     return True, dtype_bytes(body.buffer.dtype)
 
 
-class StatementAnalyzer:
-    """Walks the statements of one loop body and turns them into StmtInfo."""
+def _is_zero_guarded_load(value) -> bool:
+    """``if_then_else(cond, load, 0.0)``, the form TVM turns into a predicated cp.async."""
+    if not (isinstance(value, tvm.ir.expr.Call) and _op_name(value).endswith("if_then_else")
+            and len(value.args) == 3 and isinstance(value.args[1], tvm.ir.expr.TensorLoad)):
+        return False
+    other = value.args[2]
+    return isinstance(other, tvm.ir.prim.expr.FloatImm) and float(other.value) == 0.0
 
-    def __init__(self, func, loop_ref: LoopRef, machine: Machine):
+
+class StatementAnalyzer:
+    """Walks the statements of one loop body and turns them into StmtInfo.
+
+    ``lowered``: ``func`` and ``loop_ref`` are the function and loop after
+    TVM's passes that precede InjectSoftwarePipeline
+    (``lowering.lower_to_pipeline``), where thread bindings sit above the
+    loop, blocks TVM rewrote may keep stale read regions (a store's regions
+    are then taken from its body) and the buffers allocated in the loop body
+    are compacted to one iteration (their allocation is what TVM versions).
+    """
+
+    def __init__(self, func, loop_ref: LoopRef, machine: Machine, *, lowered: bool = False):
         self.func = func
         self.loop = loop_ref
         self.m = machine
         self.costs = machine.costs
+        self.lowered = lowered
+        body = loop_ref.node.body
+        self.alloc_bytes = {b.name: _alloc_bytes(b) for b in body.block.alloc_buffers} \
+            if lowered and isinstance(body, s_tir.SBlockRealize) else {}
         # Buffers the region detector may report: parameters and every allocation.
         bufs = list(func.params)
 
@@ -252,7 +281,9 @@ class StatementAnalyzer:
                 if tag.startswith("threadIdx"):
                     self.outer_threads[tag] = const_int(a.extent) or 1
         inner = {}
-        thread_extents(loop_ref.node.body, inner)
+        # every thread of the kernel: warp-level intrinsics (wmma) bind no threadIdx.x of their own
+        kernel = next((a for a in loop_ref.ancestors if a.kind == tirx.ForKind.THREAD_BINDING), loop_ref.node)
+        thread_extents(kernel, inner)
         merged = dict(inner)
         for t, e in self.outer_threads.items():
             merged[t] = max(e, merged.get(t, 1))
@@ -297,8 +328,14 @@ class StatementAnalyzer:
         return out
 
     def leaf(self, blk, count) -> _Leaf:
-        reads = [(r.source, _region_bytes(r)) for r in blk.reads]
-        writes = [(w.source, _region_bytes(w)) for w in blk.writes]
+        if self.lowered and isinstance(blk.body, tirx.BufferStore) and not blk.match_buffers:
+            # a store: its regions from its body (a block TVM's passes rewrote, e.g. the shared store
+            # of a manifested local stage, keeps its old read region)
+            r, w = self.regions(blk.body)
+        else:  # tensor intrinsics: the regions their description declares
+            r, w = blk.reads, blk.writes
+        reads = [(x.source, _region_bytes(x)) for x in r]
+        writes = [(x.source, _region_bytes(x)) for x in w]
         flops, sfu = _leaf_work(blk)
         rs = {scope_of(b) for b, _ in reads}
         ws = {scope_of(b) for b, _ in writes}
@@ -320,12 +357,6 @@ class StatementAnalyzer:
 
     def analyze(self, index: int, stmt) -> StmtInfo:
         """StmtInfo of one ordinary statement (not an inner pipeline)."""
-        for node in walk_stmts(stmt):
-            if isinstance(node, CONTROL_FLOW):
-                raise UnsupportedLoopError(
-                    f"loop '{self.loop.name}': statement {index} contains control flow "
-                    f"({type(node).__name__}): tvm_twill pipelines straight-line bodies; use a block "
-                    "predicate (T.where) or move the condition out of the loop")
         leaves = self.leaves(stmt)
         reads, writes = self.regions(stmt)
         return self._info(index, stmt, leaves, reads, writes)
@@ -367,7 +398,10 @@ class StatementAnalyzer:
                 if not any(b.same_as(w) for w in written) and b.name not in exposed:
                     exposed.append(b.name)
             written += [b for b, _ in lf.writes]
-        rnames = _unique_names(r.source for r in reads)
+        # what the statement really reads: TVM's statement regions, and (lowered) the leaves' own
+        # reads, which see through the stale regions of a block TVM rewrote
+        true_reads = [b for lf in leaves for b, _ in lf.reads] if self.lowered else []
+        rnames = _unique_names([r.source for r in reads] + true_reads)
         wnames = _unique_names(w.source for w in writes)
         exposed = [n for n in exposed if n in rnames]
         smem_writes = {}
@@ -376,7 +410,8 @@ class StatementAnalyzer:
                 # all threads' stores (the region alone is per thread when threads are bound outside
                 # the loop), or the padded tile when the region covers it (storage_align padding)
                 stored = sum(lf.count * n for lf in leaves for b, n in lf.writes if b.same_as(w.source))
-                smem_writes[w.source.name] = int(max(stored, _padded_bytes(w, self.aligns)))
+                allocated = self.alloc_bytes.get(w.source.name, 0)  # one iteration's tile, as TVM versions it
+                smem_writes[w.source.name] = int(max(stored, _padded_bytes(w, self.aligns), allocated))
         reg_writes = {}
         for w in writes:
             if is_register(scope_of(w.source)) and w.source.name not in exposed:
@@ -385,7 +420,7 @@ class StatementAnalyzer:
         async_ok = bool(leaves) and all(lf.kind == "copy" and lf.plain_copy and lf.vector_bytes * _vec_lanes(stmt)
                                         in (4, 8, 16) for lf in leaves)
         kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "empty")
-        name = _stmt_name(stmt, leaves, index)
+        name = _stmt_name(stmt, leaves, index, self.lowered)
         desc = _describe(kind, kinds, leaves, copy_bytes, work, async_ok)
         return StmtInfo(index=index, name=name, kind=kind, work=work, latency=latency, reads=tuple(rnames),
                         writes=tuple(wnames), exposed=tuple(exposed), smem_writes=smem_writes, reg_writes=reg_writes,
@@ -393,20 +428,27 @@ class StatementAnalyzer:
                         details={"kinds": tuple(kinds), "copy_bytes": copy_bytes,
                                  "leaves": tuple(lf.name for lf in leaves)})
 
-    def analyze_nested(self, index: int, inner, ann: PipelineAnnotation) -> list[StmtInfo]:
-        """Three StmtInfo (prologue, body, epilogue) for an annotated inner loop."""
+    def analyze_nested(self, index: int, inner, ann: PipelineAnnotation, statements=None) -> list[StmtInfo]:
+        """Three StmtInfo (prologue, body, epilogue) for an annotated inner loop.
+
+        ``statements``: the inner loop's pipeline statements as (statement,
+        analyzer) pairs, as InjectSoftwarePipeline will see them (default:
+        the children of ``inner``, analyzed by this analyzer).
+        """
         name = inner.loop_var.name
         trip = const_int(inner.extent)
         if trip is None:
             raise UnsupportedLoopError(f"nested pipeline loop '{name}' has a dynamic extent: tile loops "
                                        "must be static")
-        children = pipeline_children(inner, name)
+        if statements is None:
+            statements = [(c, self) for c in pipeline_children(inner, name)]
+        children = [c for c, _ in statements]
         if len(children) != len(ann.stages):
             raise UnsupportedLoopError(
                 f"nested pipeline loop '{name}' has {len(children)} statements but its annotation has "
                 f"{len(ann.stages)} stages: re-run auto_pipeline on it")
-        infos = [self.analyze(i, c) for i, c in enumerate(children)]
-        leaves = [self.leaves(c) for c in children]
+        infos = [a.analyze(i, c) for i, (c, a) in enumerate(statements)]
+        leaves = [a.leaves(c) for c, a in statements]
         S = ann.num_stages - 1
         counts = {
             "prologue": [max(0, min(S - s, trip)) if s < S else 0 for s in ann.stages],
@@ -441,6 +483,17 @@ class StatementAnalyzer:
                 details={"kinds": kinds, "inner": name, "counts": tuple(cnt),
                          "leaves": tuple(lf.name for i in present for lf in leaves[i])}))
         return out
+
+
+def _alloc_bytes(buf) -> int:
+    """Bytes of a buffer's allocation (its padded strides when it has them)."""
+    shape = [const_int(d) or 1 for d in buf.shape]
+    strides = [const_int(d) for d in buf.strides]
+    if strides and shape and strides[0] is not None:
+        elems = strides[0] * shape[0]
+    else:
+        elems = math.prod(shape)
+    return int(elems * dtype_bytes(buf.dtype))
 
 
 def _sum_dicts(dicts) -> dict:
@@ -511,16 +564,20 @@ def _collect_aligns(func) -> dict:
     return out
 
 
-def _stmt_name(stmt, leaves, index) -> str:
+def _stmt_name(stmt, leaves, index, lowered=False) -> str:
     if isinstance(stmt, tirx.For):
         names = {lf.name for lf in leaves}
         if len(names) == 1 and next(iter(names)):
             return next(iter(names))
+        if lowered and names == {""} and leaves[0].writes:
+            return leaves[0].writes[0][0].name
         return stmt.loop_var.name
     if isinstance(stmt, s_tir.SBlockRealize) and stmt.block.name_hint:
         return stmt.block.name_hint
     if leaves and leaves[0].name:
         return leaves[0].name
+    if lowered and leaves and leaves[0].writes:  # an unnamed block TVM made (a local stage): what it fills
+        return leaves[0].writes[0][0].name
     return f"stmt{index}"
 
 

@@ -14,6 +14,17 @@ when it builds the pipeline:
   three statements, its prologue, body and epilogue, whose work is counted
   from the inner annotation (``<loop>.prologue`` ...).
 
+The statements are counted where ``InjectSoftwarePipeline`` counts them:
+after TVM's passes that precede it (``lowering.lower_to_pipeline``).  Of
+those, ``ManifestSharedMemoryLocalStage`` changes the statements: a copy
+whose block carries ``tirx.manifest_shared_memory_local_stage`` (dlight's
+tensor-core rules) becomes a global->local load and a local->shared store,
+two statements (``pipeline_statements``).  Every other statement is costed as
+written; the two halves of a split copy are costed on the lowered loop.  The
+store's block keeps the read region of the original copy there, so TVM does
+not see that it reads the local buffer: TVM keeps one version of that buffer
+whatever the stages, and the front-end treats it as a buffer TVM does not
+version (its write-after-read order is kept across iterations).
 
 Edges come from the statement-level read/write regions that TVM itself
 computes (``get_sblock_read_write_region`` of the statement wrapped in a
@@ -42,12 +53,12 @@ from ..model.pipeline import PipelineAnnotation
 from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
 from .hazards import Hazard, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
-from .ir import CONTROL_FLOW, const_int, tirx
-from .loops import pipeline_children, read_annotation, resolve_loop
-from .lowering import pipeline_prefix_passes
+from .ir import CONTROL_FLOW, const_int, double_buffered, manifested_buffers, tirx, walk_stmts
+from .loops import find_loops, loop_body_allocations, pipeline_children, read_annotation, resolve_loop
+from .lowering import lower_to_pipeline
 from .target import machine_for, parse_target
 
-__all__ = ["Extraction", "extract_loop"]
+__all__ = ["Extraction", "extract_loop", "pipeline_statements"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,9 @@ class Extraction:
     """The graph of one loop and how it maps back to the loop's statements.
 
     ``hazards`` are the conflicts on buffers the front-end found (with
-    their buffer names), already edges of the graph.  ``graph.ops[i]`` is
+    their buffer names), already edges of the graph; ``double_buffered`` the
+    buffers a block marks ``double_buffer_scope`` (TVM gives them at least two
+    versions).  ``graph.ops[i]`` is
     statement ``stmts[i]`` and ``graph.edges`` are the
     dependences between statements (what annotation legality is checked
     against); ``op_index`` maps op name -> statement index; ``quantum`` is
@@ -74,6 +87,7 @@ class Extraction:
     annotation: PipelineAnnotation | None = None
     nested: tuple[str, ...] = ()
     hazards: tuple[Hazard, ...] = ()
+    double_buffered: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -126,37 +140,110 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     if trip is None:
         raise UnsupportedLoopError(f"loop '{ref.name}' has a dynamic extent: its trip count must be static "
                                    "to schedule it (split it by a constant tile first)")
-    children = pipeline_children(node, ref.name)
-    for i, c in enumerate(children):
-        if isinstance(c, CONTROL_FLOW):
-            raise UnsupportedLoopError(
-                f"loop '{ref.name}': statement {i} is control flow ({type(c).__name__}): tvm_twill pipelines "
-                "straight-line bodies; use a block predicate (T.where) or move the condition out of the loop")
+    _check_straight_line(pipeline_children(node, ref.name), ref.name)
+    # the statements as InjectSoftwarePipeline will see them, after TVM's passes that precede it
+    low_func, low = lower_to_pipeline(func, ref)
     an = StatementAnalyzer(func, ref, m)
+    lan = StatementAnalyzer(low_func, low, m, lowered=True)
+    entries = pipeline_statements(node, low.node, ref.name, an, lan)
     stmts: list[StmtInfo] = []
     nested = []
-    for c in children:
+    regions = []
+    unseen: set = set()
+    for c, a in entries:
+        first = len(stmts)
         inner_ann = read_annotation(c) if isinstance(c, tirx.For) else None
         if inner_ann is not None:
-            stmts += an.analyze_nested(len(stmts), c, inner_ann)
+            stmts += a.analyze_nested(len(stmts), c, inner_ann, _inner_statements(c, low.node, a, an, lan))
             nested.append(c.loop_var.name)
         else:
-            stmts.append(an.analyze(len(stmts), c))
+            stmts.append(a.analyze(len(stmts), c))
+        # regions of the lowered statements are in TVM's compacted coordinates: compared with those of
+        # the statements as written they prove nothing, so they are left empty (may overlap anything)
+        reg = statement_regions(c, an.buffer_map) if a is an else _unknown_regions(stmts[first:])
+        regions += [reg] * (3 if inner_ann is not None else 1)  # a nested pipeline is 3 statements
+        if a is lan:  # reads TVM does not see (a rewritten block's stale regions): it cannot version them
+            seen = statement_regions(c, lan.buffer_map)[0]
+            unseen |= {b for st in stmts[first:] for b in st.reads if b not in seen}
     if len(stmts) < 2:
         raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
     stmts = _dedupe_names(stmts)
     graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
     # what TVM's versioning leaves: write-after-read / write-after-write / loop-carried hazards
-    regions = []
-    for c in children:
-        reg = statement_regions(c, an.buffer_map)
-        regions += [reg] * (3 if isinstance(c, tirx.For) and read_annotation(c) is not None else 1)  # nested: 3
-    versioned = versioned_buffers(func, ref.name, pipeline_prefix_passes()[:-1])
+    versioned = versioned_buffers(low_func, low.node) - unseen
     found = tuple(find_hazards(stmts, regions, node.loop_var, trip, versioned))
     graph = merge_hazards(graph, found, stmts, q)
     return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
                       loop=ref.name, func=ref.func, trip_count=trip, quantum=q, machine=m,
-                      arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found)
+                      arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found,
+                      double_buffered=double_buffered(low_func.body))
+
+
+def pipeline_statements(sched_node, low_node, name: str, an, lan) -> list:
+    """The statements InjectSoftwarePipeline will see in a loop, as ``(statement, analyzer)`` pairs.
+
+    ``sched_node`` is the loop as written, ``low_node`` the same loop after
+    TVM's passes that precede InjectSoftwarePipeline (``lower_to_pipeline``);
+    ``an`` / ``lan`` analyze statements of the one and of the other.  A
+    statement those passes leave alone is taken (and costed) as written.  A
+    statement holding a copy annotated ``tirx.manifest_shared_memory_local_stage``
+    (dlight's tensor-core rules) is rewritten by ManifestSharedMemoryLocalStage:
+    when the shared buffer it fills is allocated in the loop body (where
+    PlanAndUpdateBufferAllocationLocation puts a tile used only in the loop),
+    a global->local statement is inserted before it and the copy then stores
+    local->shared; those statements are taken from the lowered loop.  The
+    count must be the lowered loop's: otherwise UnsupportedLoopError (a pass
+    changed the loop in a way not accounted for here).
+    """
+    sched = pipeline_children(sched_node, name)
+    low = pipeline_children(low_node, name)
+    here = {b.name for b in loop_body_allocations(low_node)}
+    groups = []
+    for c in sched:
+        targets = manifested_buffers(c)
+        groups.append((c, sum(1 for t in targets if t in here), bool(targets)))
+    expected = sum(1 + k for _, k, _ in groups)
+    if expected != len(low):
+        raise UnsupportedLoopError(
+            f"loop '{name}': TVM's passes before InjectSoftwarePipeline turn its {len(sched)} statements into "
+            f"{len(low)}, tvm_twill accounts for {expected}: cannot tell which statements the pass will see")
+    out, j = [], 0
+    for c, k, split in groups:
+        out += [(s, lan) for s in low[j:j + k + 1]] if split else [(c, an)]
+        j += k + 1
+    return out
+
+
+def _inner_statements(inner, outer_low, a, an, lan) -> list:
+    """The pipeline statements of a nested pipeline loop ``inner`` (see ``pipeline_statements``)."""
+    if a is lan:  # already lowered
+        return [(c, lan) for c in pipeline_children(inner, inner.loop_var.name)]
+    found: list = []
+    find_loops(outer_low, inner.loop_var.name, found)
+    found = [f for f in found if f.loop_var.same_as(inner.loop_var)]
+    if len(found) != 1:
+        raise UnsupportedLoopError(f"nested pipeline loop '{inner.loop_var.name}': found {len(found)} copies of it "
+                                   "after TVM's passes before InjectSoftwarePipeline")
+    return pipeline_statements(inner, found[0], inner.loop_var.name, an, lan)
+
+
+def _unknown_regions(infos) -> tuple[dict, dict]:
+    return ({b: [] for i in infos for b in i.reads}, {b: [] for i in infos for b in i.writes})
+
+
+def _check_straight_line(children, name: str) -> None:
+    """Refuse control flow among or inside the statements of the loop as the user wrote it."""
+    for i, c in enumerate(children):
+        if isinstance(c, CONTROL_FLOW):
+            raise UnsupportedLoopError(
+                f"loop '{name}': statement {i} is control flow ({type(c).__name__}): tvm_twill pipelines "
+                "straight-line bodies; use a block predicate (T.where) or move the condition out of the loop")
+        for node in walk_stmts(c):
+            if isinstance(node, CONTROL_FLOW):
+                raise UnsupportedLoopError(
+                    f"loop '{name}': statement {i} contains control flow ({type(node).__name__}): tvm_twill "
+                    "pipelines straight-line bodies; use a block predicate (T.where) or move the condition out "
+                    "of the loop")
 
 
 def _dedupe_names(stmts):

@@ -61,8 +61,8 @@ import math
 from dataclasses import dataclass
 
 from ..model import Edge
-from .ir import children, const_int, s_tir, tirx, tvm
-from .loops import find_loops
+from .ir import children, const_int, s_tir, tvm
+from .loops import loop_body_allocations
 
 #: How many loop-carried distances are tested one by one before the rest is tested as one range.
 _EXACT_DISTANCES = 4
@@ -94,33 +94,16 @@ def _all_buffer_names(func) -> list[str]:
     return names
 
 
-def versioned_buffers(func, loop_name: str, prefix_passes) -> frozenset[str]:
-    """Names of the buffers InjectSoftwarePipeline will multi-version in loop ``loop_name`` of ``func``.
+def versioned_buffers(func, loop_node) -> frozenset[str]:
+    """Names of the buffers InjectSoftwarePipeline will multi-version in ``loop_node``.
 
-    Runs TVM's own passes that precede InjectSoftwarePipeline (``prefix_passes``,
-    without it) on the function and reads the allocations of the loop's body
-    block (and of the child blocks TVM flattens), as the pass does.  A name
-    that is not unique in the function, or a loop that cannot be found
-    uniquely, counts as not versioned (the safe side).
+    ``func`` and ``loop_node`` are the function and the loop after TVM's own
+    passes that precede InjectSoftwarePipeline (``lowering.lower_to_pipeline``):
+    the allocations of the loop's body block (and of the child blocks TVM
+    flattens) are what the pass versions.  A name that is not unique in the
+    function counts as not versioned (the safe side).
     """
-    try:
-        mod = tvm.transform.Sequential(list(prefix_passes))(tvm.IRModule({"main": func}))
-    except Exception:  # noqa: BLE001 - a module TVM cannot lower has no versioned buffers we can trust
-        return frozenset()
-    loops: list = []
-    find_loops(mod["main"].body, loop_name, loops)
-    if len(loops) != 1:
-        return frozenset()
-    body = loops[0].body
-    allocs = []
-    if isinstance(body, s_tir.SBlockRealize):
-        allocs.extend(body.block.alloc_buffers)
-        body = body.block.body
-    if isinstance(body, tirx.SeqStmt):
-        for c in body.seq:
-            if (isinstance(c, s_tir.SBlockRealize) and isinstance(c.predicate, tirx.IntImm)
-                    and int(c.predicate.value) == 1 and isinstance(c.block.body, tirx.SeqStmt)):
-                allocs.extend(c.block.alloc_buffers)
+    allocs = loop_body_allocations(loop_node)
     names = [b.name for b in allocs]
     seen = _all_buffer_names(func)
     return frozenset(n for n in names if seen.count(n) <= 1)

@@ -12,9 +12,16 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-__all__ = ["CONTROL_FLOW", "children", "const_int", "dtype_bytes", "fingerprint", "has_block", "is_register",
-           "is_shared", "is_true", "meta_schedule_postproc_base", "meta_schedule_verify_gpu_code", "prim_functions",
-           "s_tir", "scope_of", "thread_extents", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+__all__ = ["CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "children", "const_int",
+           "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint", "has_block", "is_register",
+           "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base", "meta_schedule_verify_gpu_code",
+           "prim_functions", "s_tir", "scope_of", "thread_extents", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+
+#: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
+#: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
+MANIFEST_LOCAL_STAGE = "tirx.manifest_shared_memory_local_stage"
+#: Block annotation (a write index) asking InjectSoftwarePipeline for two versions of that buffer.
+DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 
 #: Statements that make a loop body not straight-line.
 CONTROL_FLOW = (tirx.IfThenElse, tirx.While, tirx.Break, tirx.Continue, tirx.Return)
@@ -90,6 +97,29 @@ def walk_stmts(stmt):
 
 
 
+def manifested_buffers(stmt) -> list[str]:
+    """Names of the shared buffers filled by the blocks in ``stmt`` annotated ``MANIFEST_LOCAL_STAGE``."""
+    out = []
+    for node in walk_stmts(stmt):
+        if isinstance(node, s_tir.SBlock) and MANIFEST_LOCAL_STAGE in node.annotations:
+            body = node.body
+            out.append(body.buffer.name if isinstance(body, tirx.BufferStore) else "")
+    return out
+
+
+def double_buffered(stmt) -> tuple[str, ...]:
+    """Names of the buffers that blocks in ``stmt`` mark ``DOUBLE_BUFFER_SCOPE``."""
+    out = []
+    for node in walk_stmts(stmt):
+        if isinstance(node, s_tir.SBlock) and DOUBLE_BUFFER_SCOPE in node.annotations:
+            index = const_int(node.annotations[DOUBLE_BUFFER_SCOPE])
+            if index is not None and 0 <= index < len(node.writes):
+                name = node.writes[index].source.name
+                if name not in out:
+                    out.append(name)
+    return tuple(out)
+
+
 def prim_functions(sch):
     """(name, PrimFunc) of every TIR function of a schedule's module."""
     for gv, func in sch.mod.functions_items():
@@ -116,6 +146,12 @@ def fingerprint(node) -> tuple:
 
     tvm_ffi.structural_walk(node.body, [(tirx.For, on_loop), (s_tir.SBlock, on_block)])
     return tvm_ffi.structural_hash(node), tuple(names)
+
+
+def dlight_schedule_rule_base():
+    """dlight's ``ScheduleRule`` base class, for tvm_twill.dlight."""
+    from tvm.s_tir.dlight import ScheduleRule
+    return ScheduleRule
 
 
 def meta_schedule_postproc_base():

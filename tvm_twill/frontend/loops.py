@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from ..errors import InputError, UnsupportedLoopError
 from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
-from .ir import children, is_true, prim_functions, s_tir, tirx
+from .ir import MANIFEST_LOCAL_STAGE, children, is_true, prim_functions, s_tir, tirx, walk_stmts
 
-__all__ = ["LoopRef", "annotated_pipeline_loops", "pipeline_children", "read_annotation", "resolve_loop",
-           "scratch_schedule"]
+__all__ = ["LoopRef", "annotated_pipeline_loops", "local_stage_blocks", "loop_body_allocations", "pipeline_children",
+           "pipeline_nests", "read_annotation", "resolve_loop", "scratch_schedule"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,20 @@ def pipeline_children(loop_node, name: str) -> list:
     return children
 
 
+def loop_body_allocations(loop_node) -> list:
+    """The buffers allocated in a loop's body block and in the child blocks TVM flattens (what
+    InjectSoftwarePipeline multi-versions, once TVM's earlier passes have placed the allocations)."""
+    body = loop_node.body
+    allocs = []
+    if isinstance(body, s_tir.SBlockRealize):
+        allocs.extend(body.block.alloc_buffers)
+        body = body.block.body
+    if isinstance(body, tirx.SeqStmt):
+        for c in body.seq:
+            if isinstance(c, s_tir.SBlockRealize) and is_true(c.predicate) and isinstance(c.block.body, tirx.SeqStmt):
+                allocs.extend(c.block.alloc_buffers)
+    return allocs
+
 
 def scratch_schedule(sch):
     """A new Schedule over the same (immutable) IR: annotating it leaves ``sch`` untouched.
@@ -150,6 +164,27 @@ def annotated_pipeline_loops(sch) -> list:
     return [resolve_loop(sch, name) for name in found]
 
 
+
+
+def pipeline_nests(sch) -> list[list[LoopRef]]:
+    """The annotated pipeline loops of ``sch`` grouped into nests, each outermost first: a loop joins
+    the nest of its annotated ancestor (they are re-planned together, innermost first)."""
+    nests: list[list] = []
+    for ref in annotated_pipeline_loops(sch):  # outermost first
+        nest = next((n for n in nests if any(a.same_as(n[0].node) for a in ref.ancestors)), None)
+        if nest is None:
+            nests.append([ref])
+        else:
+            nest.append(ref)
+    return nests
+
+
+def local_stage_blocks(sch, ref: LoopRef) -> list:
+    """SBlockRVs of the copies in loop ``ref`` that carry ``tirx.manifest_shared_memory_local_stage``
+    (ManifestSharedMemoryLocalStage stages them through registers; dlight's tensor-core rules set it)."""
+    names = [n.name_hint for n in walk_stmts(ref.node)
+             if isinstance(n, s_tir.SBlock) and MANIFEST_LOCAL_STAGE in n.annotations]
+    return [sch.get_sblock(n, func_name=ref.func) for n in names]
 
 
 def read_annotation(loop_node) -> PipelineAnnotation | None:

@@ -5,11 +5,12 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InputError, UnsupportedLoopError
-from .ir import const_int, dtype_bytes, s_tir, tirx, tvm, tvm_ffi
+from .ir import children, const_int, dtype_bytes, s_tir, tirx, tvm, tvm_ffi
+from .loops import LoopRef
 from .target import parse_target
 
 __all__ = ["ASYNC_COPY_CONFIG", "KernelInfo", "compile_cuda", "inject_pipeline", "kernel_info",
-           "pipeline_prefix_passes"]
+           "lower_to_pipeline", "pipeline_prefix_passes"]
 
 #: PassContext key that turns async pipeline stages into cp.async (TVM 0.27 spelling).
 ASYNC_COPY_CONFIG = "tirx.use_async_copy"
@@ -25,14 +26,53 @@ def pipeline_prefix_passes():
             t.AnnotateIrregularLoop(), t.InjectSoftwarePipeline()]
 
 
+def lower_to_pipeline(func, ref: LoopRef) -> tuple:
+    """``(lowered function, LoopRef)``: loop ``ref`` of ``func`` as InjectSoftwarePipeline will see it.
+
+    Runs TVM's own passes that precede InjectSoftwarePipeline
+    (``pipeline_prefix_passes`` without it) and finds the loop again by its
+    loop variable, which those passes keep.  Its body then holds exactly the
+    statements the pass pipelines: e.g. ManifestSharedMemoryLocalStage has
+    split each copy annotated ``tirx.manifest_shared_memory_local_stage``
+    (dlight's tensor-core rules) into a global->local and a local->shared
+    statement, and thread bindings are lifted above the loop.  The returned
+    LoopRef has no LoopRV (``rv`` None): it is not a loop of any schedule.
+    """
+    try:
+        mod = tvm.transform.Sequential(pipeline_prefix_passes()[:-1])(tvm.IRModule({"main": func}))
+    except Exception as err:  # noqa: BLE001 - TVM raises ValueError / InternalError
+        raise UnsupportedLoopError(f"loop '{ref.name}': TVM's passes before InjectSoftwarePipeline fail on "
+                                   f"this function: {_last_line(err)}") from None
+    low = mod["main"]
+    found: list = []
+
+    def visit(stmt, loops):
+        if isinstance(stmt, tirx.For):
+            if stmt.loop_var.same_as(ref.node.loop_var):
+                found.append((stmt, tuple(loops)))
+            loops = loops + [stmt]
+        for c in children(stmt):
+            visit(c, loops)
+
+    visit(low.body, [])
+    if len(found) != 1:
+        raise UnsupportedLoopError(f"loop '{ref.name}': found {len(found)} copies of it after TVM's passes before "
+                                   "InjectSoftwarePipeline: cannot tell which statements the pass will see")
+    node, ancestors = found[0]
+    return low, LoopRef(rv=None, node=node, name=ref.name, func=ref.func, ancestors=ancestors)
+
+
+def _last_line(err) -> str:
+    msg = str(err).strip().splitlines()
+    return next((ln for ln in reversed(msg) if ln.strip()), type(err).__name__).strip()
+
+
 def inject_pipeline(mod):
     """Run the s_tir passes through InjectSoftwarePipeline; TVM's rejection becomes UnsupportedLoopError."""
     try:
         return tvm.transform.Sequential(pipeline_prefix_passes())(mod)
     except Exception as err:  # noqa: BLE001 - TVM raises ValueError / InternalError
-        msg = str(err).strip().splitlines()
-        line = next((ln for ln in reversed(msg) if ln.strip()), type(err).__name__)
-        raise UnsupportedLoopError(f"InjectSoftwarePipeline rejects the annotated loop: {line.strip()}") from None
+        raise UnsupportedLoopError(f"InjectSoftwarePipeline rejects the annotated loop: {_last_line(err)}") from None
 
 
 def compile_cuda(mod_or_sch, target, *, async_copy: bool = True):

@@ -149,7 +149,7 @@ def annotation_from_schedule(schedule, graph: Graph,
 
 
 def buffer_versions(ann: PipelineAnnotation, writes: Sequence[Iterable[str]],
-                    reads: Sequence[Iterable[str]]) -> dict[str, int]:
+                    reads: Sequence[Iterable[str]], double_buffered: Iterable[str] = ()) -> dict[str, int]:
     """How many versions TVM allocates for each buffer written in the pipeline.
 
     TVM's rule (``ComputeBufferVersions``): ``use - def + 1`` with ``def`` the
@@ -157,7 +157,10 @@ def buffer_versions(ann: PipelineAnnotation, writes: Sequence[Iterable[str]],
     versions shrink to one unless some reader comes after a writer in the
     order *and* in a later stage (regions are assumed to overlap here).
     ``writes[i]`` / ``reads[i]``: buffer names of statement i.
+    ``double_buffered``: buffers a block marks ``double_buffer_scope`` (dlight's
+    copies): TVM gives them two versions where the rule gives one.
     """
+    double_buffered = set(double_buffered)
     writes = [set(w) for w in writes]
     reads = [set(r) for r in reads]
     out = {}
@@ -170,6 +173,8 @@ def buffer_versions(ann: PipelineAnnotation, writes: Sequence[Iterable[str]],
         if n == 2 and not any(ann.orders[w] < ann.orders[r] and ann.stages[w] < ann.stages[r]
                               for w in wr for r in rd):
             n = 1
+        if n == 1 and buf in double_buffered:
+            n = 2
         out[buf] = n
     return out
 

@@ -1,0 +1,126 @@
+"""dlight's tensor-core GEMM schedules: the statements InjectSoftwarePipeline sees, evaluated and re-planned.
+
+dlight's ``gpu.Matmul`` (fp16 -> ``MatmulTensorization``, wmma) writes a nested
+pipeline (outer ``ax3_0_0`` stages [0, 0, 0, 0, 0, 1, 1], inner ``ax3_0_1``
+[0, 0, 1]) and stages its global->shared copies through registers
+(``tirx.manifest_shared_memory_local_stage``): TVM splits each copy into two
+statements before InjectSoftwarePipeline counts them.  GEMMs are 256^3 with a
+static or a symbolic M (dlight pads it), for sm_80 and sm_86.
+"""
+import functools
+import re
+import shutil
+import subprocess
+
+import pytest
+
+tvm = pytest.importorskip("tvm")
+
+import tvm_twill  # noqa: E402
+from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
+from tvm_twill.frontend import (compile_cuda, extract_loop, inject_pipeline, lower_to_pipeline,  # noqa: E402
+                                pipeline_prefix_passes, read_annotation, resolve_loop)
+from tvm_twill.frontend.loops import pipeline_children  # noqa: E402
+from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
+from tvm_twill.transforms import apply_annotation, statement_deps  # noqa: E402
+from tvm_twill.workloads import dlight_gemm  # noqa: E402
+
+OUTER, INNER = "ax3_0_0", "ax3_0_1"
+DLIGHT_OUTER = PipelineAnnotation((0, 0, 0, 0, 0, 1, 1), (0, 3, 1, 4, 5, 2, 6))
+SIZES = {"static": 256, "symbolic": "m"}
+
+
+@functools.lru_cache(maxsize=None)
+def _dlight_mod(m, arch):
+    return dlight_gemm(m, arch=arch)
+
+
+def dlight_sch(size="static", arch="sm_80"):
+    """A fresh schedule over dlight's module (annotating it leaves the cached module alone)."""
+    return tvm.s_tir.Schedule(_dlight_mod(SIZES[size], arch))
+
+
+@pytest.mark.parametrize("size", ["static", "symbolic"])
+def test_statement_count_is_what_inject_software_pipeline_sees(size):
+    sch = dlight_sch(size)
+    ex = extract_loop(sch, OUTER, "sm_80")
+    assert read_annotation(resolve_loop(sch, OUTER).node) == DLIGHT_OUTER
+    # 2 copies as written; 4 statements after ManifestSharedMemoryLocalStage, + the inner pipeline's 3
+    ref = resolve_loop(sch, OUTER)
+    assert len(pipeline_children(ref.node, OUTER)) == 3
+    _, low = lower_to_pipeline(sch.mod[ref.func], ref)
+    assert len(pipeline_children(low.node, OUTER)) == 5
+    assert len(ex.stmts) == len(DLIGHT_OUTER.stages) == 7
+    a = "A_reindex_pad_shared.dyn" if size == "symbolic" else "A_reindex_shared.dyn"
+    assert ex.names == [f"{a}_local", a, "B_reindex_shared.dyn_local", "B_reindex_shared.dyn",
+                        f"{INNER}.prologue", f"{INNER}.body", f"{INNER}.epilogue"]
+    # TVM agrees: its own annotation (7 entries) lowers, the count before the split (5) does not
+    inject_pipeline(sch.mod)
+    short = tvm.s_tir.Schedule(sch.mod)
+    apply_annotation(short, resolve_loop(short, OUTER).rv, PipelineAnnotation((0, 0, 0, 0, 1), (0, 1, 2, 3, 4)))
+    with pytest.raises(UnsupportedLoopError, match="different size"):
+        inject_pipeline(short.mod)
+
+
+def test_split_copies_are_a_register_load_and_a_shared_store():
+    ex = extract_loop(dlight_sch(), OUTER, "sm_80")
+    load, store = ex.stmts[0], ex.stmts[1]
+    assert load.reads == ("A",) and load.writes == ("A_reindex_shared.dyn_local",)
+    assert load.latency > 500 and load.reg_writes == {"A_reindex_shared.dyn_local": 8}  # 128x64 fp16 / 512 threads
+    assert "A_reindex_shared.dyn_local" in store.reads and store.writes == ("A_reindex_shared.dyn",)
+    assert store.smem_writes == {"A_reindex_shared.dyn": 128 * 72 * 2}  # the tile with storage_align padding
+    assert not load.async_capable and not store.async_capable  # a staged copy is no cp.async
+    deps = statement_deps(ex.graph)
+    assert (0, 1, 0) in deps  # the store reads what the load wrote
+    # TVM does not see that read (the store's block keeps the copy's old read region), so it keeps one
+    # version of the register buffer: the next load must wait for this store
+    assert (1, 0, 1) in deps
+    assert any(h.buffer == "A_reindex_shared.dyn_local" and h.kind == "war" and h.distance == 1 for h in ex.hazards)
+
+
+def test_tvm_keeps_one_version_of_the_register_buffer():
+    """What the write-after-read edge above models: with the load a stage ahead of the store, TVM still
+    allocates the register buffer once (and the shared tile twice)."""
+    sch = dlight_sch()
+    apply_annotation(sch, resolve_loop(sch, OUTER).rv,
+                     PipelineAnnotation((0, 1, 0, 1, 1, 2, 2), (0, 3, 1, 4, 5, 2, 6)))
+    text = tvm.transform.Sequential(pipeline_prefix_passes())(sch.mod).script()
+    assert re.search(r'A_reindex_shared_dyn_local = T\.sblock_alloc_buffer\(\(4, 4\), "float16"', text)
+    assert re.search(r'A_reindex_shared_dyn = T\.sblock_alloc_buffer\(\(2, 1, 128, 64\)', text)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86"])
+@pytest.mark.parametrize("size", ["static", "symbolic"])
+def test_evaluate_annotation_on_dlights_annotation(size, arch):
+    sch = dlight_sch(size, arch)
+    ev = tvm_twill.evaluate_annotation(sch, OUTER, arch)
+    assert ev.annotation == DLIGHT_OUTER and ev.ii_cycles > 0
+    inner = tvm_twill.evaluate_annotation(sch, INNER, arch)
+    assert inner.annotation.stages == (0, 0, 1) and inner.ii_cycles > 0
+    # dlight's copies are double-buffered (double_buffer_scope) even where the rule gives one version
+    assert ev.extraction.double_buffered == (ev.extraction.names[1], ev.extraction.names[3])
+
+
+@pytest.mark.parametrize("size", ["static", "symbolic"])
+def test_auto_pipeline_replans_dlights_nest(size):
+    sch = dlight_sch(size)
+    dlight_ii = tvm_twill.evaluate_annotation(sch, OUTER, "sm_80").ii_cycles
+    plan = tvm_twill.auto_pipeline(sch, [OUTER, INNER], "sm_80")
+    assert plan.applied and [p.loop for p in plan.inner] == [INNER]
+    assert len(plan.annotation.stages) == 7 and read_annotation(resolve_loop(sch, OUTER).node) == plan.annotation
+    assert plan.ii_cycles <= dlight_ii
+    assert tvm_twill.evaluate_annotation(sch, OUTER, "sm_80").ii_cycles == plan.ii_cycles
+    inject_pipeline(sch.mod)  # TVM takes the 7 entries written on the schedule's loop
+
+
+def test_a_nest_that_cannot_be_planned_keeps_its_annotations():
+    sch = dlight_sch()
+    before = {n: read_annotation(resolve_loop(sch, n).node) for n in (OUTER, INNER)}
+    with pytest.raises(tvm_twill.InfeasibleError, match="shared memory"):
+        tvm_twill.auto_pipeline(sch, [OUTER, INNER], "sm_80", machine=_tiny_smem_machine())
+    assert {n: read_annotation(resolve_loop(sch, n).node) for n in (OUTER, INNER)} == before
+
+
+def _tiny_smem_machine():
+    import dataclasses
+    return dataclasses.replace(tvm_twill.get_machine("a100"), smem_bytes=4096)
