@@ -67,14 +67,18 @@ def host() -> dict:
 
 def _kind(reason: str) -> str:
     """A short category for a kept nest's reason (the table groups them)."""
-    if "Permuted SLayout" in reason:
-        return "TVM rejects the rule's own layout (InjectPermutedLayout)"
-    if reason.startswith("InfeasibleError"):
-        family = reason.rsplit(": ", 1)[-1]
-        return "infeasible under the model: " + (family if len(family) < 60 else family[:57] + "...")
+    if "so does the rule's annotation" in reason:
+        return "TVM cannot lower the candidate, with the rule's annotation either (VerifyGPUCode)"
     if "VerifyGPUCode" in reason:
         return "plan over the target's limits (VerifyGPUCode)"
-    return reason.split(":", 1)[0]
+    if "Permuted SLayout" in reason:
+        return "TVM rejects the rule's own layout (InjectPermutedLayout), before any pipelining"
+    if reason.startswith("InfeasibleError"):
+        return "infeasible under the model: " + reason.rsplit(": ", 1)[-1][:70]
+    if "Check failed" in reason:
+        check = reason.split(") is false: ", 1)[-1] if ") is false: " in reason else reason.split("Check failed: ")[-1]
+        return "InjectSoftwarePipeline rejects the plan: " + check[:70]
+    return reason[:90]
 
 
 def timed_pass(twill, modules) -> tuple[list[float], list]:

@@ -122,6 +122,23 @@ def test_every_candidate_of_the_tensor_core_design_space_is_planned_or_says_why(
     assert planned >= 1, "no candidate was re-planned: the test would not exercise tvm_twill"
 
 
+def test_the_wmma_pipelining_rule_is_accounted_for_too():
+    """MetaSchedule's wmma rule with software pipelining stages each copy through registers
+    (ManifestSharedMemoryLocalStage: 7 statements in the outer loop, as the front end counts them).
+    TVM 0.27 cannot build these candidates even as the rule annotated them; every nest says so."""
+    twill = TwillPipeline(cache=PlanCache())
+    ctx = tensorcore_tune_context(512, "sm_80", intrinsics="wmma", seed=1,
+                                  postprocs=[*ms.postproc.Postproc.create("cuda-tensorcore"), twill])
+    for cand in sample_candidates(ctx, 3):
+        replan = replan_of(twill, cand)
+        assert [len(a.stages) for a in replan.nests[0].before] == [7, 3]
+        with pytest.raises(Exception):  # noqa: B017 - TVM's own lowering fails (InternalError, ValueError)
+            compile_cuda(rule_schedule(replan), ctx.target)
+        for nest in replan.nests:
+            assert nest.kept and "annotation has" not in nest.reason  # statement counts agree with TVM's
+            assert "TVM cannot lower this candidate" in nest.reason or "rejects" in nest.reason, nest.reason
+
+
 def annotations(sch, replan):
     return [read_annotation(resolve_loop(sch, name).node) for nest in replan.nests for name in nest.loops]
 
@@ -179,13 +196,22 @@ def test_target_limits_cap_the_machine():
 def test_a_rejected_plan_gives_the_rule_annotation_back_and_says_why(mma_gemm, caplog):
     sch, k0, k1 = mma_gemm("nested")
     before = (read_annotation(sch.get(k0)), read_annotation(sch.get(k1)))
+
+    def over_limits(s):  # rejects tvm_twill's plan, accepts the hand annotation
+        return "" if read_annotation(s.get(k0)) == before[0] else "over the target's limits (test)"
+
     with caplog.at_level(logging.INFO, logger=LOG):
-        out = replan_pipelines(sch, "sm_90a", check=lambda s: "over the target's limits (test)")
+        out = replan_pipelines(sch, "sm_90a", check=over_limits)
     (nest,) = out.nests
     assert nest.kept and nest.reason == "UnsupportedLoopError: over the target's limits (test)"
     assert (read_annotation(sch.get(k0)), read_annotation(sch.get(k1))) == before
     assert any("keeps MetaSchedule's annotation" in r.getMessage() and "over the target's limits (test)"
                in r.getMessage() for r in caplog.records)
+    # a check that the candidate fails as the rule made it too: said so
+    out = replan_pipelines(sch, "sm_90a", check=lambda s: "no build (test)")
+    assert out.nests[0].reason == ("UnsupportedLoopError: no build (test); so does the rule's annotation (TVM "
+                                   "cannot lower this candidate as it is)")
+    assert (read_annotation(sch.get(k0)), read_annotation(sch.get(k1))) == before
 
 
 def test_replan_matches_auto_pipeline_on_tvms_nested_gemm(mma_gemm):

@@ -141,6 +141,7 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
         before = tuple(a for _, a in saved)
         for r in nest:
             remove_annotation(sch, r.rv)
+        rejected = ""
         try:
             plan = auto_pipeline(sch, [r.rv for r in nest] if len(nest) > 1 else nest[0].rv, target, opts)
             rejected = check(sch) if check is not None and _changed(plan) else ""
@@ -150,6 +151,8 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
             for name, ann in saved:  # a partly applied nest goes back to what it was
                 restore_annotation(sch, resolve_loop(sch, name).rv, ann)
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            if rejected and check(sch):  # not the plan's fault: the candidate fails as the rule made it
+                reason += "; so does the rule's annotation (TVM cannot lower this candidate as it is)"
             log.info("loop nest %s keeps MetaSchedule's annotation %s: %s", list(loops),
                      [a.to_dict() for a in before], reason)
             outcomes.append(NestOutcome(loops=loops, before=before, reason=f"{type(err).__name__}: {reason}"))

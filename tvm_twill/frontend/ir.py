@@ -12,14 +12,18 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-__all__ = ["CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "children", "const_int",
-           "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint", "has_block", "is_register",
-           "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base", "meta_schedule_verify_gpu_code",
-           "prim_functions", "s_tir", "scope_of", "thread_extents", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+__all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "auto_copy_bytes", "children",
+           "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint", "has_block",
+           "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
+           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "thread_extents", "tirx", "tvm",
+           "tvm_ffi", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
 #: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
 MANIFEST_LOCAL_STAGE = "tirx.manifest_shared_memory_local_stage"
+#: Block annotation of MetaSchedule's cooperative copies (its tensor-core rule's mma.sync path), which
+#: TVM's LowerAutoCopy spreads over every thread of the block, vectorized to the ``vector_bytes`` annotation.
+AUTO_COPY = "auto_copy"
 #: Block annotation (a write index) asking InjectSoftwarePipeline for two versions of that buffer.
 DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 
@@ -125,6 +129,15 @@ def prim_functions(sch):
     for gv, func in sch.mod.functions_items():
         if isinstance(func, tirx.PrimFunc):
             yield gv.name_hint, func
+
+
+def auto_copy_bytes(block) -> int | None:
+    """The vector bytes of a cooperative copy block (``AUTO_COPY``; 0 when it states none), None for
+    any other block."""
+    ann = block.annotations
+    if AUTO_COPY not in ann or not int(ann[AUTO_COPY]):
+        return None
+    return int(ann["vector_bytes"]) if "vector_bytes" in ann else 0
 
 
 def fingerprint(node) -> tuple:
