@@ -96,6 +96,10 @@ def test_every_candidate_of_the_tensor_core_design_space_is_planned_or_says_why(
                 continue
             planned += 1
             plan = nest.plan
+            for p in (*plan.inner, plan):  # TVM needs the copies of an async stage next to each other
+                st = p.annotation.async_stages
+                run = sorted(p.annotation.orders[i] for i, s in enumerate(p.annotation.stages) if s in st)
+                assert run == list(range(run[0], run[0] + len(run))) if run else True
             for loop, ann in planned_annotations(plan).items():
                 assert read_annotation(resolve_loop(cand, loop).node) == ann
                 if ann is not None:  # legal, and it reaches the plan's II under the model

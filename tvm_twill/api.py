@@ -35,12 +35,13 @@ from dataclasses import dataclass, replace
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
                        resolve_loop, scratch_schedule)
-from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict, rec_mii,
-                    res_mii, resource_bottleneck)
+from .model import (Graph, Machine, Placement, Schedule, check, critical_recurrence, graph_to_dict, machine_to_dict,
+                    rec_mii, res_mii, resource_bottleneck)
 from .model.pipeline import PipelineAnnotation
 from .report import normalization_warning, role_name
-from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation, async_waits,
-                         buffer_versions, legality_violations, refine, remove_annotation, restore_annotation)
+from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
+                         async_stages_contiguous, async_waits, buffer_versions, grouped_async_order,
+                         legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, check_max_stages, default_max_stages
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -312,6 +313,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
     sched, ann, solved, depth = _bound_depth(ex, sched, ann, ms, opts, solve)
+    sched, ann, depth = _contiguous_async(ex, sched, ann, ms, solved, depth)
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
@@ -338,6 +340,34 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
             restore_annotation(sch, ref.rv, previous)  # leave the schedule as it was
             raise
     return replace(plan, applied=True, outcome=f"applied to loop '{ex.loop}'")
+
+
+def _contiguous_async(ex, sched, ann, ms, solved, depth):
+    """(schedule, annotation, depth) with the copies of each async stage next to each other in the order.
+
+    TVM commits an async stage's copies as one cp.async group: interleaved with other statements it
+    miscounts the waits (``transforms.async_waits``) or, in a nested pipeline, rejects the loop
+    ("Predicates in the same stage are expected to be identical").  ``refine`` groups them when that
+    costs no ii; otherwise they are grouped here at the ii the grouped order reaches (no longer optimal).
+    """
+    if async_stages_contiguous(ann):
+        return sched, ann, depth
+    grouped = grouped_async_order(ann)
+    g = solved or ex.graph
+    bad = legality_violations(grouped, ex.graph)
+    if bad:
+        raise UnsupportedLoopError(f"loop '{ex.loop}': the copies of async stage {list(ann.async_stages)} cannot "
+                                   f"run next to each other (as TVM needs) without breaking a dependence: {bad[0]}")
+    ii, times, _ = annotation_ii(g, ms, grouped)
+    ops = {op.name: Placement(time=times[op.name], stage=grouped.stages[i], order=grouped.orders[i], warp=0)
+           for i, op in enumerate(g.ops)}
+    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), optimal=False)
+    bad = check(s2, g, ms)
+    if bad:  # pragma: no cover - annotation_ii's times satisfy the model's rules
+        raise UnsupportedLoopError(f"loop '{ex.loop}': grouping the async copies breaks the model: {bad[0]}")
+    return s2, grouped, (f"{depth}; the copies of async stage {list(ann.async_stages)} are grouped next to each other "
+                         f"as TVM needs, at II {ii * ex.quantum} cycles (the optimum {sched.ii * ex.quantum} "
+                         "interleaves them)")
 
 
 def _bound_depth(ex, sched, ann, ms, opts, solve):
@@ -442,7 +472,9 @@ def _explain(plan: PipelinePlan) -> str:
                  "e.g. the accumulator)")
     else:
         reasons = sorted({a.reason for a in s.attempts if a.result == "unsat" and a.reason})
-        L.append(f"what limits the II: every ii in [{max(res, rec)}, {s.ii}) was proven infeasible by "
+        proven = s.ii if s.optimal or s.lower_bound is None else s.lower_bound.ii  # best found: what was proven
+        L.append(f"what limits the II: every II from {max(res, rec) * q} to {(proven - 1) * q} cycles (in steps of "
+                 f"{q}) was proven infeasible by "
                  f"{'; '.join(reasons) or 'the model constraints'} (registers, shared memory or latency "
                  "within the fixed window)")
     if plan.depth:
