@@ -75,6 +75,9 @@ def _kind(reason: str) -> str:
         return "TVM rejects the rule's own layout (InjectPermutedLayout), before any pipelining"
     if reason.startswith("InfeasibleError"):
         return "infeasible under the model: " + reason.rsplit(": ", 1)[-1][:70]
+    if "grouped they fit no II" in reason:
+        return ("TVM needs the async copies grouped; grouped, no II up to twice the optimum fits the model: "
+                + reason.rsplit("(", 1)[-1][:-1])
     if "Check failed" in reason:
         check = reason.split(") is false: ", 1)[-1] if ") is false: " in reason else reason.split("Check failed: ")[-1]
         return "InjectSoftwarePipeline rejects the plan: " + check[:70]

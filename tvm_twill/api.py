@@ -32,7 +32,7 @@ import json
 import warnings
 from dataclasses import dataclass, replace
 
-from .errors import InputError, TwillError, UnsupportedLoopError
+from .errors import InfeasibleError, InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
                        resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Placement, Schedule, check, critical_recurrence, graph_to_dict, machine_to_dict,
@@ -348,7 +348,8 @@ def _contiguous_async(ex, sched, ann, ms, solved, depth):
     TVM commits an async stage's copies as one cp.async group: interleaved with other statements it
     miscounts the waits (``transforms.async_waits``) or, in a nested pipeline, rejects the loop
     ("Predicates in the same stage are expected to be identical").  ``refine`` groups them when that
-    costs no ii; otherwise they are grouped here at the ii the grouped order reaches (no longer optimal).
+    costs no ii; otherwise they are grouped here at the ii the grouped order reaches (no longer optimal;
+    beyond twice the optimum the loop is refused).
     """
     if async_stages_contiguous(ann):
         return sched, ann, depth
@@ -358,7 +359,13 @@ def _contiguous_async(ex, sched, ann, ms, solved, depth):
     if bad:
         raise UnsupportedLoopError(f"loop '{ex.loop}': the copies of async stage {list(ann.async_stages)} cannot "
                                    f"run next to each other (as TVM needs) without breaking a dependence: {bad[0]}")
-    ii, times, _ = annotation_ii(g, ms, grouped)
+    try:  # at most twice the optimum: beyond that the grouped order is not worth planning
+        ii, times, _ = annotation_ii(g, ms, grouped, max_ii=2 * sched.ii)
+    except InfeasibleError as err:
+        raise UnsupportedLoopError(
+            f"loop '{ex.loop}': the optimum interleaves the copies of async stage {list(ann.async_stages)} with "
+            f"other statements, which TVM cannot lower, and grouped they fit no II up to twice the optimum "
+            f"{sched.ii * ex.quantum} cycles under the model ({err.family})") from None
     ops = {op.name: Placement(time=times[op.name], stage=grouped.stages[i], order=grouped.orders[i], warp=0)
            for i, op in enumerate(g.ops)}
     s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), optimal=False)
