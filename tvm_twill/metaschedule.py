@@ -47,7 +47,7 @@ from .frontend import (annotated_pipeline_loops, machine_for, parse_target, read
 from .frontend.ir import meta_schedule_postproc_base, meta_schedule_verify_gpu_code
 from .transforms import remove_annotation, restore_annotation
 
-__all__ = ["NestOutcome", "Replan", "TwillPipeline", "replan_pipelines"]
+__all__ = ["NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "target_machine"]
 
 log = logging.getLogger("tvm_twill.metaschedule")
 
