@@ -7,7 +7,8 @@ import pytest
 from tvm_twill.errors import InputError
 from tvm_twill.model import Edge, Graph, Op, make_schedule
 from tvm_twill.model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
-from tvm_twill.transforms import annotation_from_schedule, async_waits, legality_violations, select_async_stages
+from tvm_twill.transforms import (annotation_from_schedule, async_stages_contiguous, async_waits, grouped_async_order,
+                                  legality_violations, select_async_stages)
 
 
 def stmt_graph(n, deps):
@@ -173,3 +174,17 @@ def test_waits_short_loop():
 
 
 # -- TVM: before/expected and TVM's own wait counts -------------------------------------------
+
+
+def test_grouped_async_order_puts_each_async_stage_in_one_run():
+    # MetaSchedule's outer k loop (copy A, copy B, inner prologue, body, epilogue) as the optimum ordered it:
+    # B, epilogue, A, prologue, body -- the copies of async stage 0 interleaved with the epilogue
+    ann = PipelineAnnotation((0, 0, 2, 2, 3), (2, 0, 3, 4, 1), (0,))
+    grouped = grouped_async_order(ann)
+    assert grouped == PipelineAnnotation((0, 0, 2, 2, 3), (0, 1, 3, 4, 2), (0,))
+    assert not async_stages_contiguous(ann) and async_stages_contiguous(grouped)
+    # one run already: its copies in program order (what refine does when it costs nothing)
+    run = PipelineAnnotation((0, 0, 1), (1, 0, 2), (0,))
+    assert async_stages_contiguous(run) and grouped_async_order(run) == PipelineAnnotation((0, 0, 1), (0, 1, 2), (0,))
+    plain = PipelineAnnotation((1, 0, 2), (2, 0, 1))  # no async stage: unchanged
+    assert async_stages_contiguous(plain) and grouped_async_order(plain) == plain

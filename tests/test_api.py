@@ -306,3 +306,23 @@ def test_bench_export_writes_a_manifest(tmp_path, capsys):
         ws = v["name"].endswith("_ws")  # one producer warp more: 4 consumer warps + 1
         assert (tmp_path / v["cu"]).exists() and v["grid"] == [16, 64, 1] and v["block"] == [32, 5 if ws else 4, 1]
         assert v["args"] == ["A", "B", "C"] and v["dyn_smem"] > 0
+
+
+def test_a_plan_cache_reuses_extraction_solve_and_tvm_verdict(mma_gemm):
+    from tvm_twill.cache import PlanCache
+
+    cache = PlanCache()
+    plans = []
+    for _ in range(2):
+        sch, k0, k1 = mma_gemm()
+        plans.append(auto_pipeline(sch, [k0, k1], "sm_90a", cache=cache))
+    stats = cache.stats()
+    # two loops, each extracted, solved and checked by TVM once, reused the second time
+    assert {k: (v["misses"], v["hits"]) for k, v in stats.items()} == \
+        {"solves": (2, 2), "extractions": (2, 2), "verdicts": (2, 2)}
+    sch, k0, k1 = mma_gemm()
+    plain = auto_pipeline(sch, [k0, k1], "sm_90a")  # no cache
+    for p in plans:
+        assert p.annotations == plain.annotations and p.inner[0].annotations == plain.inner[0].annotations
+        assert (p.schedule.ii, p.schedule.ops) == (plain.schedule.ii, plain.schedule.ops)
+        assert p.applied and p.outcome == plain.outcome

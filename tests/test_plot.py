@@ -140,3 +140,27 @@ def test_missing_matplotlib_is_a_one_line_fix(monkeypatch, tmp_path):
     assert "\n" not in msg and "pip install" in msg and "matplotlib" in msg
     assert isinstance(info.value, ImportError) and info.value.exit_code == 2
     assert not (tmp_path / "x.png").exists()
+
+
+def test_bars_too_narrow_for_a_name_carry_a_number_and_a_key(tmp_path, monkeypatch):
+    """Short copies next to a long compute op: their bars are numbered and the key names them."""
+    ops = [Op("load_A_tile", cycles=1, unit="TMA"), Op("load_B_tile", cycles=1, unit="TMA"),
+           Op("mma", cycles=40, unit="TC")]
+    edges = [Edge("load_A_tile", "mma", delay=1), Edge("load_B_tile", "mma", delay=1),
+             Edge("mma", "mma", delay=40, distance=1)]
+    graph = Graph("narrow", ops, edges, machine="h100", normalize=False)
+    sched = Schedule(graph="narrow", machine="h100", ii=40, length=42,
+                     ops={"load_A_tile": Placement(time=0, stage=0, order=0, warp=0),
+                          "load_B_tile": Placement(time=1, stage=0, order=1, warp=0),
+                          "mma": Placement(time=2, stage=0, order=2, warp=0)},
+                     cycles={"load_A_tile": 1, "load_B_tile": 1, "mma": 40})
+    keys = []
+    Figure = plot._matplotlib()[0]
+    real = Figure.supxlabel
+
+    def recording(self, text, **kw):
+        keys.append(text)
+        return real(self, text, **kw)
+    monkeypatch.setattr(Figure, "supxlabel", recording)
+    assert_picture(plot.plot_schedule(sched, graph, get_machine("h100"), tmp_path / "narrow.png"), min_colors=4)
+    assert keys == ["bars too narrow for a name carry the op's number: 0 = load_A_tile, 1 = load_B_tile"]

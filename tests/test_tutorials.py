@@ -26,7 +26,7 @@ def run(script, *args):
 
 
 def test_every_tutorial_is_tested():
-    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py"}
+    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py", "metaschedule_tuning.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -64,3 +64,11 @@ def test_dlight_gemm():
     ii = re.search(r"model II per outer iteration: dlight (\d+) cycles, tvm_twill (\d+) cycles", out)
     assert ii and int(ii.group(2)) <= int(ii.group(1))
     assert "cp.async in the kernel: True" in out
+def test_metaschedule_tuning():
+    pytest.importorskip("psutil")  # MetaSchedule's TuneContext needs it
+    out = run("metaschedule_tuning.py", "--candidates", "4")
+    assert "TwillPipeline" in out and "candidate 3:" in out and "candidate 4:" not in out
+    assert out.count("    rule       model II of ") == 4
+    assert "tvm_twill  model II of " in out  # at least one candidate re-planned
+    assert "loop nest(s) re-planned" in out and "solver calls:" in out
+    assert "ms.tune_tir(ctx.mod, ctx.target, work_dir" in out and "(pass --tune to run it here" in out

@@ -21,9 +21,10 @@ the annotated inner loop counts as the three statements TVM turns it into
 (prologue, body, epilogue), each costed from the inner annotation.  Calling
 ``auto_pipeline`` on each loop yourself, inner first, is equivalent.
 
-The model: TVM's s_tir pipeline has no warp specialization (every thread
-runs every statement), so schedules are solved on the machine with a single
-warp role; the II is a throughput figure in the graph's time unit
+The model: TVM's s_tir software pipeline has no warp specialization (every
+thread runs every statement), so schedules are solved on the machine with a
+single warp role (``warp_specialize`` solves the joint problem too, see
+``tvm_twill.warpspec``); the II is a throughput figure in the graph's time unit
 (``plan.quantum`` cycles), legality only depends on stage and order.
 """
 from __future__ import annotations
@@ -32,15 +33,16 @@ import json
 import warnings
 from dataclasses import dataclass, replace
 
-from .errors import InputError, TwillError, UnsupportedLoopError
+from .errors import InfeasibleError, InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
                        resolve_loop, scratch_schedule)
-from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict, rec_mii,
-                    res_mii, resource_bottleneck)
+from .model import (Graph, Machine, Placement, Schedule, check, critical_recurrence, graph_to_dict, machine_to_dict,
+                    rec_mii, res_mii, resource_bottleneck)
 from .model.pipeline import PipelineAnnotation
 from .report import normalization_warning, role_name
-from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation, async_waits,
-                         buffer_versions, legality_violations, refine, remove_annotation, restore_annotation)
+from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
+                         async_stages_contiguous, async_waits, buffer_versions, grouped_async_order,
+                         legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, check_max_stages, default_max_stages
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -70,7 +72,9 @@ class AutoPipelineOptions:
     one-role software pipeline), True (a producer warp and mbarrier rings,
     ``tvm_twill.warpspec``) or "auto" (specialize when the joint schedule on
     the full machine model has a smaller ii); applies to the outermost loop
-    of the call, inner loops keep software pipelines.
+    of the call, inner loops keep software pipelines.  ``cache``: a
+    ``tvm_twill.cache.PlanCache`` whose solves, extractions and TVM verdicts
+    are reused for identical loops (None: every call starts afresh).
     """
 
     machine: object = None
@@ -80,6 +84,7 @@ class AutoPipelineOptions:
     verify: bool = True
     max_stages: int | None = None
     warp_specialize: object = False
+    cache: object = None
 
     def __post_init__(self):
         check_max_stages(self.max_stages)
@@ -286,20 +291,22 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
     work = sch if opts.apply else scratch_schedule(sch)
     depth = {r.name: len(r.ancestors) for r in refs}
     outermost = min(names, key=lambda n: depth[n])
+    # the LoopRVs stay valid on ``sch`` itself (annotating keeps the loops); a scratch schedule takes names
+    handle = {r.name: r.rv if work is sch else r.name for r in refs}
     # annotations already on the nest (dlight's, MetaSchedule's) are re-planned together: dropped first,
     # since an inner loop is planned before its outer one; put back if the nest cannot be planned
-    saved = [(n, read_annotation(resolve_loop(work, n).node)) for n in names]
+    saved = [(n, read_annotation(resolve_loop(work, handle[n]).node)) for n in names]
     for n, ann in saved:
         if ann is not None:
-            remove_annotation(work, resolve_loop(work, n).rv)
+            remove_annotation(work, resolve_loop(work, handle[n]).rv)
     plans = []
     try:
         for name in sorted(names, key=lambda n: -depth[n]):  # innermost first
-            plans.append(_auto_one(work, name, target, opts if name == outermost else
+            plans.append(_auto_one(work, handle[name], target, opts if name == outermost else
                                    opts.replace(apply=True, warp_specialize=False)))
     except TwillError:
         for n, ann in saved:
-            restore_annotation(work, resolve_loop(work, n).rv, ann)
+            restore_annotation(work, resolve_loop(work, handle[n]).rv, ann)
         raise
     return replace(plans[-1], inner=tuple(plans[:-1]))
 
@@ -317,7 +324,12 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
             raise UnsupportedLoopError(
                 f"loop '{ref.name}' is inside the pipelined loop '{a.loop_var.name}': pipeline inner loops "
                 "first (auto_pipeline(sch, [outer, inner], ...)), then the outer loop")
-    ex = extract_loop(sch, ref.rv, arch, machine=m, quantum=opts.quantum)
+    cache = opts.cache
+    if cache is None:
+        ex = extract_loop(sch, ref.rv, arch, machine=m, quantum=opts.quantum)
+    else:  # the solver too: each distinct graph is solved once per cache
+        ex = cache.extract(sch, ref, arch, m, opts.quantum)
+        solve = cache.solve
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
@@ -325,6 +337,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
     sched, ann, solved, depth = _bound_depth(ex, sched, ann, ms, opts, solve)
+    sched, ann, depth = _contiguous_async(ex, sched, ann, ms, solved, depth)
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
@@ -356,11 +369,46 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     apply_annotation(sch, ref.rv, ann)
     if opts.verify:
         try:
-            inject_pipeline(sch.mod)
+            inject_pipeline(sch.mod) if cache is None else cache.verify(sch.mod)
         except UnsupportedLoopError:
             restore_annotation(sch, ref.rv, previous)  # leave the schedule as it was
             raise
     return replace(plan, applied=True, outcome=f"applied to loop '{ex.loop}'")
+
+
+def _contiguous_async(ex, sched, ann, ms, solved, depth):
+    """(schedule, annotation, depth) with the copies of each async stage next to each other in the order.
+
+    TVM commits an async stage's copies as one cp.async group: interleaved with other statements it
+    miscounts the waits (``transforms.async_waits``) or, in a nested pipeline, rejects the loop
+    ("Predicates in the same stage are expected to be identical").  ``refine`` groups them when that
+    costs no ii; otherwise they are grouped here at the ii the grouped order reaches (no longer optimal;
+    beyond twice the optimum the loop is refused).
+    """
+    if async_stages_contiguous(ann):
+        return sched, ann, depth
+    grouped = grouped_async_order(ann)
+    g = solved or ex.graph
+    bad = legality_violations(grouped, ex.graph)
+    if bad:
+        raise UnsupportedLoopError(f"loop '{ex.loop}': the copies of async stage {list(ann.async_stages)} cannot "
+                                   f"run next to each other (as TVM needs) without breaking a dependence: {bad[0]}")
+    try:  # at most twice the optimum: beyond that the grouped order is not worth planning
+        ii, times, _ = annotation_ii(g, ms, grouped, max_ii=2 * sched.ii)
+    except InfeasibleError as err:
+        raise UnsupportedLoopError(
+            f"loop '{ex.loop}': the optimum interleaves the copies of async stage {list(ann.async_stages)} with "
+            f"other statements, which TVM cannot lower, and grouped they fit no II up to twice the optimum "
+            f"{sched.ii * ex.quantum} cycles under the model ({err.family})") from None
+    ops = {op.name: Placement(time=times[op.name], stage=grouped.stages[i], order=grouped.orders[i], warp=0)
+           for i, op in enumerate(g.ops)}
+    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), optimal=False)
+    bad = check(s2, g, ms)
+    if bad:  # pragma: no cover - annotation_ii's times satisfy the model's rules
+        raise UnsupportedLoopError(f"loop '{ex.loop}': grouping the async copies breaks the model: {bad[0]}")
+    return s2, grouped, (f"{depth}; the copies of async stage {list(ann.async_stages)} are grouped next to each other "
+                         f"as TVM needs, at II {ii * ex.quantum} cycles (the optimum {sched.ii * ex.quantum} "
+                         "interleaves them)")
 
 
 def _bound_depth(ex, sched, ann, ms, opts, solve):
@@ -438,8 +486,8 @@ def _explain(plan: PipelinePlan) -> str:
     q = plan.quantum
     m = plan.machine
     L = [f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
-         f"'{m.name}', one role: {role_name(0, m)} runs every statement (TVM s_tir pipelines have no warp "
-         f"specialization); times in machine cycles (the model counts in units of {q} cycles)"]
+         f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
+         f"times in machine cycles (the model counts in units of {q} cycles)"]
     for inner in plan.inner:
         L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
                  f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")
@@ -465,7 +513,9 @@ def _explain(plan: PipelinePlan) -> str:
                  "e.g. the accumulator)")
     else:
         reasons = sorted({a.reason for a in s.attempts if a.result == "unsat" and a.reason})
-        L.append(f"what limits the II: every ii in [{max(res, rec)}, {s.ii}) was proven infeasible by "
+        proven = s.ii if s.optimal or s.lower_bound is None else s.lower_bound.ii  # best found: what was proven
+        L.append(f"what limits the II: every II from {max(res, rec) * q} to {(proven - 1) * q} cycles (in steps of "
+                 f"{q}) was proven infeasible by "
                  f"{'; '.join(reasons) or 'the model constraints'} (registers, shared memory or latency "
                  "within the fixed window)")
     if plan.depth:

@@ -1,76 +1,233 @@
 """A MetaSchedule postprocessor that makes every software pipeline optimal.
 
 MetaSchedule's tensor-core rule (``MultiLevelTilingTensorCore`` with
-``use_software_pipeline=True``) writes fixed patterns such as stage
-[0, 0, 3], order [0, 1, 2].  ``TwillPipeline()`` re-plans each annotated
-loop nest with ``auto_pipeline`` for the tuning target::
+``use_software_pipeline=True``, in TVM's "cuda-tensorcore" rules) writes
+fixed patterns such as stage [0, 0, 1, 2, 2], order [0, 1, 3, 2, 4] on the
+outer k loop and [0, 0, 1] on the inner one.  ``TwillPipeline()``, placed
+last among the postprocessors, re-plans each annotated loop nest with
+``auto_pipeline`` for the tuning target::
 
+    from tvm.s_tir import meta_schedule as ms
     postprocs = [*ms.postproc.Postproc.create("cuda-tensorcore"), tvm_twill.metaschedule.TwillPipeline()]
-    ms.tune_tir(mod, target, work_dir, max_trials_global, postprocs=postprocs, ...)
+    space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs, mutator_probs=probs)
+    ms.tune_tir(mod, target, work_dir, max_trials_global, space=space, ...)
 
-A loop nest that tvm_twill cannot plan (an unsupported loop, an infeasible
-or timed-out solve) keeps the annotation it had, so the postprocessor never
-rejects a candidate that MetaSchedule would have kept.
+(TVM 0.27's ``tune_tir`` takes the postprocessors through its ``space``;
+``tvm_twill.workloads.tensorcore_tune_context`` builds such a space for a
+GEMM, and ``tutorials/metaschedule_tuning.py`` runs it.)
+
+A loop nest that tvm_twill cannot plan (a loop the front-end refuses, a
+function TVM's passes reject, an infeasible or timed-out solve, a plan over
+the target's limits) keeps the annotation it had, so the postprocessor never
+rejects a candidate that MetaSchedule would have kept.  Every such nest is
+logged with its reason (logger ``tvm_twill.metaschedule``, level INFO;
+re-planned nests at DEBUG) and recorded: ``replan_pipelines`` returns a
+``Replan`` with one ``NestOutcome`` per nest, and ``TwillPipeline.history``
+keeps the latest ``Replan`` of each candidate.
+
+Within a tuning context the plans respect the target: the machine's shared
+memory is capped at the target's ``max_shared_memory_per_block``, and a
+candidate whose re-planned pipeline fails MetaSchedule's own VerifyGPUCode
+check (threads, shared memory, registers) gets the rule's annotation back.
+Solves, extractions and TVM's verdicts are reused across candidates through
+a ``tvm_twill.cache.PlanCache`` (the process-wide ``SHARED`` one by
+default), so a tuning run solves each distinct loop once.
 """
 from __future__ import annotations
 
-from .api import auto_pipeline
-from .errors import TwillError
-from .frontend import annotated_pipeline_loops, read_annotation, resolve_loop
-from .frontend.ir import meta_schedule_postproc_base
+import collections
+import logging
+from dataclasses import dataclass, replace
+
+from .api import AutoPipelineOptions, auto_pipeline
+from .cache import SHARED
+from .errors import TwillError, UnsupportedLoopError
+from .frontend import (annotated_pipeline_loops, machine_for, parse_target, read_annotation, resolve_loop,
+                       scratch_schedule)
+from .frontend.ir import meta_schedule_postproc_base, meta_schedule_verify_gpu_code
 from .transforms import remove_annotation, restore_annotation
+
+__all__ = ["NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "target_machine"]
+
+log = logging.getLogger("tvm_twill.metaschedule")
 
 _PyPostproc, _derived_object = meta_schedule_postproc_base()
 
+#: How many candidates' outcomes ``TwillPipeline.history`` keeps.
+HISTORY = 4096
+#: The target attributes MetaSchedule's VerifyGPUCode checks against (TVM 0.27).
+VERIFY_GPU_CODE_ATTRS = ("max_shared_memory_per_block", "max_threads_per_block", "thread_warp_size")
 
-def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0) -> list:
-    """Replace every software-pipeline annotation of ``sch`` by auto_pipeline's.
 
-    Loops nested in one another are planned together, innermost first.
-    Returns the plans (a nest that could not be planned keeps its annotation
-    and contributes no plan)."""
-    refs = annotated_pipeline_loops(sch)
+@dataclass(frozen=True)
+class NestOutcome:
+    """One annotated loop nest of a candidate: re-planned (``plan``) or kept as it was (``reason``).
+
+    ``loops`` are the nest's annotated loops, outermost first; ``before``
+    their annotations as the candidate had them (the rule's).
+    """
+
+    loops: tuple[str, ...]
+    before: tuple
+    plan: object = None
+    reason: str = ""
+
+    @property
+    def kept(self) -> bool:
+        """True when the nest keeps the annotation it had (``reason`` says why)."""
+        return self.plan is None
+
+
+@dataclass(frozen=True)
+class Replan:
+    """What ``replan_pipelines`` did to one schedule: one outcome per annotated loop nest.
+
+    ``mod`` is the schedule's module afterwards (the candidate as MetaSchedule keeps it).
+    """
+
+    nests: tuple[NestOutcome, ...]
+    mod: object = None
+
+    @property
+    def plans(self) -> list:
+        """The PipelinePlans of the re-planned nests (outermost loop's plan, inner ones in ``.inner``)."""
+        return [n.plan for n in self.nests if n.plan is not None]
+
+    @property
+    def kept(self) -> list[NestOutcome]:
+        return [n for n in self.nests if n.kept]
+
+
+def target_machine(target, machine=None):
+    """The machine model for ``target``, its shared memory capped at the target's
+    ``max_shared_memory_per_block`` when the target states one (MetaSchedule checks that limit)."""
+    arch, tgt = parse_target(target)
+    m = machine_for(arch, machine)
+    limit = tgt.attrs.get("max_shared_memory_per_block") if hasattr(tgt.attrs, "get") else None
+    if limit is not None and 0 < int(limit) < m.smem_bytes:
+        m = replace(m, smem_bytes=int(limit))
+    return m
+
+
+def _nests(sch) -> list[list]:
+    """The annotated loops of ``sch`` grouped into nests (a loop joins its annotated ancestor's)."""
     nests: list[list] = []
-    for ref in refs:  # outermost first: a loop joins the nest of its annotated ancestor
+    for ref in annotated_pipeline_loops(sch):  # outermost first
         nest = next((n for n in nests if any(a.same_as(n[0].node) for a in ref.ancestors)), None)
         if nest is None:
             nests.append([ref])
         else:
             nest.append(ref)
-    plans = []
-    for nest in nests:
+    return nests
+
+
+def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cache=None, check=None) -> Replan:
+    """Replace every software-pipeline annotation of ``sch`` by auto_pipeline's; returns a ``Replan``.
+
+    Loops nested in one another are planned together, innermost first.  A
+    nest that cannot be planned keeps its annotations; its ``NestOutcome``
+    says why (and the reason is logged).  ``machine``: a Machine or name
+    (default: ``target_machine(target)``).  ``cache``: a
+    ``tvm_twill.cache.PlanCache`` (None: none).  ``check``: a callable
+    ``check(sch) -> str`` run after a nest is re-planned; a non-empty answer
+    rejects the plan (the nest gets its annotations back, the answer is the
+    reason).
+    """
+    opts = AutoPipelineOptions(machine=target_machine(target, machine), time_limit=time_limit, cache=cache)
+    outcomes = []
+    for nest in _nests(sch):
+        loops = tuple(r.name for r in nest)
         saved = [(r.name, read_annotation(r.node)) for r in nest]
+        before = tuple(a for _, a in saved)
         for r in nest:
             remove_annotation(sch, r.rv)
+        rejected = ""
         try:
-            loops = [r.name for r in nest]
-            plans.append(auto_pipeline(sch, loops if len(loops) > 1 else loops[0], target, machine=machine,
-                                       time_limit=time_limit))
-        except TwillError:
+            plan = auto_pipeline(sch, [r.rv for r in nest] if len(nest) > 1 else nest[0].rv, target, opts)
+            rejected = check(sch) if check is not None and _changed(plan) else ""
+            if rejected:
+                raise UnsupportedLoopError(rejected)
+        except TwillError as err:
             for name, ann in saved:  # a partly applied nest goes back to what it was
                 restore_annotation(sch, resolve_loop(sch, name).rv, ann)
-    return plans
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            if rejected and check(sch):  # not the plan's fault: the candidate fails as the rule made it
+                reason += "; so does the rule's annotation (TVM cannot lower this candidate as it is)"
+            log.info("loop nest %s keeps MetaSchedule's annotation %s: %s", list(loops),
+                     [a.to_dict() for a in before], reason)
+            outcomes.append(NestOutcome(loops=loops, before=before, reason=f"{type(err).__name__}: {reason}"))
+            continue
+        log.debug("loop nest %s re-planned: II %d cycles, %s", list(loops), plan.ii_cycles, plan.outcome)
+        outcomes.append(NestOutcome(loops=loops, before=before, plan=plan))
+    return Replan(nests=tuple(outcomes), mod=sch.mod)
+
+
+def _changed(plan) -> bool:
+    """Whether the plan (or a nested one) left the loops different from unannotated."""
+    return plan.applied or any(p.applied for p in plan.inner)
 
 
 @_derived_object
 class TwillPipeline(_PyPostproc):
-    """MetaSchedule postprocessor: optimal software_pipeline annotations for the tuning target."""
+    """MetaSchedule postprocessor: optimal software_pipeline annotations for the tuning target.
 
-    def __init__(self, time_limit: float = 10.0, machine=None):
+    ``time_limit``: seconds per loop solve.  ``machine``: a Machine or name
+    (default: the target's, shared memory capped at the target's limit).
+    ``cache``: the ``PlanCache`` shared by every clone (default the
+    process-wide ``tvm_twill.cache.SHARED``; None: no reuse).  ``history``:
+    the ``Replan`` of the latest candidates (at most ``HISTORY``), shared by
+    every clone; ``verify_gpu_code``: check re-planned candidates with
+    MetaSchedule's VerifyGPUCode for the target (as the default postprocessors
+    do before this one).
+    """
+
+    def __init__(self, time_limit: float = 10.0, machine=None, cache=SHARED, verify_gpu_code: bool = True,
+                 history=None):
         super().__init__()
         self.time_limit = time_limit
         self.machine = machine
+        self.cache = cache
+        self.verify_gpu_code = verify_gpu_code
+        self.history = collections.deque(maxlen=HISTORY) if history is None else history
         self.target = None
+        self._verifier = None
 
     def _initialize_with_tune_context(self, context) -> None:
         self.target = context.target
+        # VerifyGPUCode reads these limits; a target without them has none to check
+        if self.verify_gpu_code and all(a in self.target.attrs for a in VERIFY_GPU_CODE_ATTRS):
+            self._verifier = meta_schedule_verify_gpu_code()()
+            self._verifier._initialize_with_tune_context(context)
+
+    def _check(self, sch) -> str:
+        """MetaSchedule's VerifyGPUCode verdict on the re-planned candidate ('' when it passes)."""
+        def verify(mod):  # on a fresh schedule over the same module: ``sch`` is not touched
+            if not self._verifier.apply(scratch_schedule(sch)):
+                raise UnsupportedLoopError(
+                    "the re-planned pipeline fails MetaSchedule's VerifyGPUCode for the target (threads, shared "
+                    "memory or registers over its limits)")
+
+        try:
+            if self.cache is None:
+                verify(sch.mod)
+            else:
+                self.cache.verdict(f"verify_gpu_code for {self.target}", sch.mod, verify)
+        except UnsupportedLoopError as err:
+            return str(err)
+        return ""
 
     def apply(self, sch) -> bool:
         if self.target is None:
             raise TwillError("TwillPipeline has no target: use it inside a TuneContext (or call "
                              "tvm_twill.metaschedule.replan_pipelines(sch, target))")
-        replan_pipelines(sch, self.target, machine=self.machine, time_limit=self.time_limit)
+        self.history.append(replan_pipelines(sch, self.target, machine=self.machine, time_limit=self.time_limit,
+                                             cache=self.cache,
+                                             check=self._check if self._verifier is not None else None))
         return True
 
     def clone(self):
-        return TwillPipeline(time_limit=self.time_limit, machine=self.machine)
+        twin = TwillPipeline(time_limit=self.time_limit, machine=self.machine, cache=self.cache,
+                             verify_gpu_code=self.verify_gpu_code, history=self.history)
+        twin.target, twin._verifier = self.target, self._verifier  # the same tuning context
+        return twin
+

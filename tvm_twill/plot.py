@@ -95,13 +95,18 @@ def _lanes(intervals: list[tuple[float, float]], minimum: int = 1) -> tuple[list
     return lane, max(minimum, len(ends))
 
 
-def _label(ax, x, y, w, span, texts, chars, **kw):
-    """Write the first of ``texts`` that fits in the bar (``chars``: characters across the whole axis)."""
+def _label(ax, x, y, w, span, texts, chars, tag=None, tagged=None, **kw):
+    """Write the first of ``texts`` that fits in the bar (``chars``: characters across the whole axis);
+    when none fits, the short ``tag`` (the op's position in the graph), recorded in ``tagged`` for the
+    figure's key, so that no bar is left unnamed where a number fits."""
     for text in texts:
         for size, per in ((7, 1.0), (5.5, 0.8)):
             if w >= span * len(text) * per / chars:
                 ax.text(x + w / 2, y, text, ha="center", va="center", fontsize=size, clip_on=True, **kw)
                 return
+    if tag is not None and w >= span * len(tag[0]) * 0.8 / chars:
+        ax.text(x + w / 2, y, tag[0], ha="center", va="center", fontsize=5.5, clip_on=True, **kw)
+        tagged.add(tag)
 
 
 def _wrap(start: int, length: int, ii: int, capacity: int) -> list[tuple[int, int]]:
@@ -114,7 +119,11 @@ def _wrap(start: int, length: int, ii: int, capacity: int) -> list[tuple[int, in
     return pieces
 
 
-def _mrt(ax, schedule, graph, machine, factor, Rectangle):
+def _tag(graph, name) -> tuple[str, str]:
+    return str(graph.names.index(name)), name
+
+
+def _mrt(ax, schedule, graph, machine, factor, Rectangle, tagged):
     ii = schedule.ii
     used = set().union(*(graph.op(n).units() for n in graph.names))
     units = [u for u in machine.units if u in used]
@@ -135,7 +144,7 @@ def _mrt(ax, schedule, graph, machine, factor, Rectangle):
             ax.add_patch(Rectangle((a * factor, y + k * h + 0.05 * h), (b - a) * factor, 0.9 * h,
                                    facecolor=_role_color(w), edgecolor="black", linewidth=0.6))
             _label(ax, a * factor, y + (k + 0.5) * h, (b - a) * factor, ii * factor,
-                   [f"{name} (s{schedule.ops[name].stage})", name], 100, color="white")
+                   [f"{name} (s{schedule.ops[name].stage})", name], 100, _tag(graph, name), tagged, color="white")
         yticks.append((y + 0.5, f"{u} (x{machine.units.get(u, 1)})"))
         y += 1.0
     ax.set_xlim(0, ii * factor)
@@ -210,7 +219,7 @@ def _graph(ax, schedule, graph, machine, FancyArrowPatch):
     ax.set_title("dependence graph (color: warp role; red: blocking; purple: loop-carried)", fontsize=9)
 
 
-def _timeline(ax, schedule, graph, machine, factor, label, Rectangle):
+def _timeline(ax, schedule, graph, machine, factor, label, Rectangle, tagged):
     ii = schedule.ii
     copies = max(1, ceil(schedule.length / ii))       # iterations in flight in the steady state
     n_iter = min(MAX_ITERATIONS, copies + 2)         # a prologue, >= 1 steady-state body, an epilogue
@@ -240,7 +249,7 @@ def _timeline(ax, schedule, graph, machine, factor, label, Rectangle):
                                    facecolor=_ITER_COLORS[k % len(_ITER_COLORS)], edgecolor="black",
                                    linewidth=0.5, zorder=2))
             _label(ax, a * factor, y + (j + 0.5) * h, (b - a) * factor, span * factor, [f"{name}@{k}", name],
-                   160, color="white", zorder=3)
+                   160, _tag(graph, name), tagged, color="white", zorder=3)
         yticks.append((y + 0.5, role_name(w, machine)))
         y += 1.0
         ax.axhline(y, color="black", linewidth=0.4)
@@ -272,10 +281,14 @@ def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title
     height = 4.2 + 0.45 * len(roles) + 0.12 * max(0, n_ops - 8)
     fig = Figure(figsize=(13, height), dpi=110, layout="constrained")
     grid = fig.add_gridspec(2, 2, height_ratios=[1.15, 1.0], width_ratios=[1.25, 1.0])
-    _mrt(fig.add_subplot(grid[0, 0]), schedule, graph, machine, factor, Rectangle)
+    tagged: set = set()  # (number, op) of bars too narrow for the op's name
+    _mrt(fig.add_subplot(grid[0, 0]), schedule, graph, machine, factor, Rectangle, tagged)
     fig.axes[0].set_xlabel(label.replace("time", "slot (time mod ii)", 1), fontsize=8)
     _graph(fig.add_subplot(grid[0, 1]), schedule, graph, machine, FancyArrowPatch)
-    _timeline(fig.add_subplot(grid[1, :]), schedule, graph, machine, factor, label, Rectangle)
+    _timeline(fig.add_subplot(grid[1, :]), schedule, graph, machine, factor, label, Rectangle, tagged)
+    if tagged:  # the key of the numbered bars
+        key = ", ".join(f"{t} = {n}" for t, n in sorted(tagged, key=lambda tn: int(tn[0])))
+        fig.supxlabel(f"bars too narrow for a name carry the op's number: {key}", fontsize=7)
     verdict = "optimal" if schedule.optimal else "not proven optimal"
     fig.suptitle(title or f"{schedule.graph} on {schedule.machine}: ii = {schedule.ii}, length = "
                  f"{schedule.length}, {schedule.num_stages} stage(s), {len(roles)} warp role(s) ({verdict})",

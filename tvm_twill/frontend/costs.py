@@ -67,8 +67,8 @@ from dataclasses import dataclass, field
 from ..errors import UnsupportedLoopError
 from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
-from .ir import (children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir, scope_of,
-                 thread_extents, tirx, tvm, tvm_ffi)
+from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir,
+                 scope_of, thread_extents, tirx, tvm, tvm_ffi)
 from .loops import LoopRef, pipeline_children
 
 __all__ = ["DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
@@ -220,9 +220,12 @@ def _plain_copy(block) -> tuple[bool, float]:
 
     A copy guarded as ``if_then_else(cond, load, 0)`` (dlight pads dynamic
     shapes this way) counts: TVM's InjectPTXAsyncCopy makes it a predicated
-    cp.async, which fills zeros where ``cond`` is false.
+    cp.async, which fills zeros where ``cond`` is false.  So does MetaSchedule's
+    cooperative copy (``ir.auto_copy_bytes``), vectorized to its ``vector_bytes``.
     """
-    body = block.body
+    body, vector = block.body, auto_copy_bytes(block)
+    while vector is not None and isinstance(body, tirx.For):  # a cooperative copy: loops around one store
+        body = body.body
     if not isinstance(body, tirx.BufferStore):
         return False, 0.0
     value = body.value
@@ -230,7 +233,7 @@ def _plain_copy(block) -> tuple[bool, float]:
         value = value.args[1]
     if not isinstance(value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
         return False, 0.0
-    return True, dtype_bytes(body.buffer.dtype)
+    return True, vector or dtype_bytes(body.buffer.dtype)
 
 
 def _is_zero_guarded_load(value) -> bool:
@@ -315,7 +318,7 @@ class StatementAnalyzer:
                 if has_block(blk.body):
                     visit(blk.body, mult)
                     return
-                out.append(self.leaf(blk, mult * outer))
+                out.append(self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1)))  # shared out
                 return
             if isinstance(s, tirx.BufferStore):  # a store outside any block (opaque IR)
                 out.append(_Leaf(name=s.buffer.name, count=mult * outer, reads=[],

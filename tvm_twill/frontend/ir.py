@@ -13,15 +13,18 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for the transforms
 
-__all__ = ["CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "children", "const_int",
-           "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "has_block", "is_register", "is_shared",
-           "is_true", "manifested_buffers", "meta_schedule_postproc_base", "prim_functions", "s_tir", "scope_of",
-           "stock_finalize_passes", "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi",
-           "walk_stmts"]
+__all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
+           "children", "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint",
+           "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
+           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes",
+           "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
 #: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
 MANIFEST_LOCAL_STAGE = "tirx.manifest_shared_memory_local_stage"
+#: Block annotation of MetaSchedule's cooperative copies (its tensor-core rule's mma.sync path), which
+#: TVM's LowerAutoCopy spreads over every thread of the block, vectorized to the ``vector_bytes`` annotation.
+AUTO_COPY = "auto_copy"
 #: Block annotation (a write index) asking InjectSoftwarePipeline for two versions of that buffer.
 DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 
@@ -129,6 +132,36 @@ def prim_functions(sch):
             yield gv.name_hint, func
 
 
+def auto_copy_bytes(block) -> int | None:
+    """The vector bytes of a cooperative copy block (``AUTO_COPY``; 0 when it states none), None for
+    any other block."""
+    ann = block.annotations
+    if AUTO_COPY not in ann or not int(ann[AUTO_COPY]):
+        return None
+    return int(ann["vector_bytes"]) if "vector_bytes" in ann else 0
+
+
+def fingerprint(node) -> tuple:
+    """A hashable key of a PrimFunc or IRModule: equal keys mean structurally equal IR (TVM's
+    ``structural_hash``) with the same names of functions, parameters, loops, blocks and buffers
+    (which structural equality ignores, and which extraction and messages report)."""
+    if isinstance(node, tvm.IRModule):
+        return tvm_ffi.structural_hash(node), tuple(sorted((gv.name_hint, fingerprint(f)) for gv, f in
+                                                           node.functions_items() if isinstance(f, tirx.PrimFunc)))
+    names = [getattr(p, "name", "") for p in node.params]
+
+    def on_loop(loop):
+        names.append(loop.loop_var.name)
+
+    def on_block(blk):
+        names.append(blk.name_hint)
+        names.extend(b.name for b in blk.alloc_buffers)
+        names.extend(m.buffer.name for m in blk.match_buffers)
+
+    tvm_ffi.structural_walk(node.body, [(tirx.For, on_loop), (s_tir.SBlock, on_block)])
+    return tvm_ffi.structural_hash(node), tuple(names)
+
+
 def dlight_schedule_rule_base():
     """dlight's ``ScheduleRule`` base class, for tvm_twill.dlight."""
     from tvm.s_tir.dlight import ScheduleRule
@@ -152,3 +185,7 @@ def stock_finalize_passes():
     """(host, device) finalization pass factories of TVM's default s_tir pipeline."""
     from tvm.s_tir import pipeline
     return pipeline.finalize_host_passes, pipeline.finalize_device_passes
+def meta_schedule_verify_gpu_code():
+    """TVM's ``VerifyGPUCode`` postprocessor class (the target's thread, shared-memory and register limits)."""
+    from tvm.s_tir.meta_schedule.postproc import VerifyGPUCode
+    return VerifyGPUCode

@@ -5,7 +5,8 @@ scheduling and cost normalization, and the paper-faithful z3 encoding.
 (``model.families``) names the constraint families."""
 from ..model.families import Family
 from .limits import Deadline
+from .memo import SolveCache, graph_key
 from .search import Prepared, SolveOptions, default_max_ii, prepare, solve, solve_prepared
 
-__all__ = ["Deadline", "Family", "Prepared", "SolveOptions", "default_max_ii", "prepare", "solve",
-           "solve_prepared"]
+__all__ = ["Deadline", "Family", "Prepared", "SolveCache", "SolveOptions", "default_max_ii", "graph_key", "prepare",
+           "solve", "solve_prepared"]

@@ -14,12 +14,18 @@ from ..model.pipeline import PipelineAnnotation
 __all__ = ["annotation_ii"]
 
 
-def annotation_ii(graph: Graph, machine: Machine, ann: PipelineAnnotation) -> tuple[int, dict, str]:
-    """(ii, times, what binds) of a fixed stage/order assignment; see ``evaluate_annotation``."""
+def annotation_ii(graph: Graph, machine: Machine, ann: PipelineAnnotation, *,
+                  max_ii: int | None = None) -> tuple[int, dict, str]:
+    """(ii, times, what binds) of a fixed stage/order assignment; see ``evaluate_annotation``.
+
+    ``max_ii``: look no further (InfeasibleError when no ii up to it works), for
+    callers that only ask whether the annotation reaches a given ii.
+    """
     lo = max(res_mii(graph, machine), rec_mii(graph))
     hi = lo + sum(max([op.cycles] + [e.delay for e in graph.out_edges(op.name)]) for op in graph.ops) + 1
     last_fail = Family.DEPENDENCE
-    for ii in range(lo, 4 * hi + 1):
+    top = 4 * hi if max_ii is None else min(4 * hi, max_ii)
+    for ii in range(lo, top + 1):
         times, why = _times_at(graph, machine, ann, ii)
         if times is not None:
             if ii == lo:

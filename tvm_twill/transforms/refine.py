@@ -13,7 +13,8 @@ from ..model.pipeline import PipelineAnnotation
 from .annotate import legality_violations
 from .evaluate import annotation_ii
 
-__all__ = ["group_async_copies", "prefer_program_order", "refine"]
+__all__ = ["async_stages_contiguous", "group_async_copies", "grouped_async_order", "prefer_program_order",
+           "refine"]
 
 
 def refine(ann: PipelineAnnotation, graph, machine, ii: int, *, solved=None) -> PipelineAnnotation:
@@ -32,7 +33,8 @@ def _achieves(cand: PipelineAnnotation, graph, machine, ii: int, solved=None) ->
     if legality_violations(cand, graph):
         return False
     try:
-        return annotation_ii(solved or graph, machine, cand)[0] <= ii
+        annotation_ii(solved or graph, machine, cand, max_ii=ii)  # the smallest ii it reaches is <= ii
+        return True
     except InfeasibleError:
         return False
 
@@ -62,17 +64,29 @@ def group_async_copies(ann: PipelineAnnotation, graph, machine, ii: int, *, solv
     legal and still achieves ``ii`` (``annotation_ii``); otherwise the
     schedule's order stays.
     """
-    if not ann.async_stages:
-        return ann
-    st = ann.async_stages[0]
-    seq = sorted(range(len(ann.orders)), key=lambda i: ann.orders[i])
-    copies = sorted(i for i in seq if ann.stages[i] == st)  # in program order, as a person writes them
-    first = min(seq.index(c) for c in copies)
-    new_seq = seq[:first] + copies + [i for i in seq[first:] if i not in copies]
-    if new_seq == seq:
-        return ann
-    orders = [0] * len(seq)
-    for pos, i in enumerate(new_seq):
-        orders[i] = pos
-    cand = replace(ann, orders=tuple(orders))
-    return cand if _achieves(cand, graph, machine, ii, solved) else ann
+    cand = grouped_async_order(ann)
+    return cand if cand != ann and _achieves(cand, graph, machine, ii, solved) else ann
+
+
+def async_stages_contiguous(ann: PipelineAnnotation) -> bool:
+    """Whether the statements of each async stage are next to each other in the order (as TVM needs)."""
+    for st in ann.async_stages:
+        run = sorted(o for o, s in zip(ann.orders, ann.stages) if s == st)
+        if run and run != list(range(run[0], run[0] + len(run))):
+            return False
+    return True
+
+
+def grouped_async_order(ann: PipelineAnnotation) -> PipelineAnnotation:
+    """``ann`` with the statements of each async stage next to each other, in program order, where the
+    first of them was (``ann`` itself when they already are; legality is the caller's to check)."""
+    for st in ann.async_stages:
+        seq = sorted(range(len(ann.orders)), key=lambda i: ann.orders[i])
+        copies = sorted(i for i in seq if ann.stages[i] == st)  # in program order, as a person writes them
+        first = min(seq.index(c) for c in copies)
+        new_seq = seq[:first] + copies + [i for i in seq[first:] if i not in copies]
+        orders = [0] * len(seq)
+        for pos, i in enumerate(new_seq):
+            orders[i] = pos
+        ann = replace(ann, orders=tuple(orders))
+    return ann
