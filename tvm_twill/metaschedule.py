@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from .api import AutoPipelineOptions, auto_pipeline
 from .cache import SHARED
 from .errors import TwillError, UnsupportedLoopError
-from .frontend import (annotated_pipeline_loops, machine_for, parse_target, read_annotation, resolve_loop,
+from .frontend import (machine_for, parse_target, pipeline_nests, read_annotation, resolve_loop,
                        scratch_schedule)
 from .frontend.ir import meta_schedule_postproc_base, meta_schedule_verify_gpu_code
 from .transforms import remove_annotation, restore_annotation
@@ -109,18 +109,6 @@ def target_machine(target, machine=None):
     return m
 
 
-def _nests(sch) -> list[list]:
-    """The annotated loops of ``sch`` grouped into nests (a loop joins its annotated ancestor's)."""
-    nests: list[list] = []
-    for ref in annotated_pipeline_loops(sch):  # outermost first
-        nest = next((n for n in nests if any(a.same_as(n[0].node) for a in ref.ancestors)), None)
-        if nest is None:
-            nests.append([ref])
-        else:
-            nest.append(ref)
-    return nests
-
-
 def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cache=None, check=None) -> Replan:
     """Replace every software-pipeline annotation of ``sch`` by auto_pipeline's; returns a ``Replan``.
 
@@ -135,7 +123,7 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
     """
     opts = AutoPipelineOptions(machine=target_machine(target, machine), time_limit=time_limit, cache=cache)
     outcomes = []
-    for nest in _nests(sch):
+    for nest in pipeline_nests(sch):
         loops = tuple(r.name for r in nest)
         saved = [(r.name, read_annotation(r.node)) for r in nest]
         before = tuple(a for _, a in saved)
