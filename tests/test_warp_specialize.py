@@ -116,6 +116,22 @@ def test_auto_reports_both_iis_and_picks_by_them(mma_gemm, arch):
         assert plan.tir_pipeline is None and read_annotation(sch.get(k0)) is not None
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_the_reported_ii_is_the_one_the_kernel_runs(ws_kernels, arch):
+    """One producer role and one consumer group, as emitted: a joint optimum that splits the consumer
+    statements over several roles is reported, and the consumers are re-solved as one group."""
+    ws = ws_kernels[arch][3].warp_specialization
+    copies = set(ws.roles["producer warp"])
+    consumer_roles = {p.warp for n, p in ws.schedule.ops.items() if n not in copies}
+    producer_roles = {p.warp for n, p in ws.schedule.ops.items() if n in copies}
+    assert len(consumer_roles) == 1 and len(producer_roles) == 1 and consumer_roles != producer_roles
+    assert ws.ii_ws_cycles == ws.schedule.ii * ws_kernels[arch][3].quantum
+    if ws.joint_split is not None:
+        roles, ii = ws.joint_split
+        assert roles > 1 and ii <= ws.ii_ws_cycles
+        assert f"runs the consumer statements as {roles} warp roles" in ws.explain()
+
+
 def test_default_changes_nothing(mma_gemm):
     sch, k0, k1 = mma_gemm()
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], "sm_90a")

@@ -46,7 +46,13 @@ class WarpSpecialization:
     (mbarrier arrays ``ws_full[s]`` / ``ws_empty[s]`` and named barrier ids).
     ``registers``: setmaxnreg (producer, consumer) per thread, or None.
     ``ii_swp_cycles`` / ``ii_ws_cycles``: the ii of the one-role plan and of
-    the joint schedule with a producer, in machine cycles.  ``facts`` and
+    the joint schedule with a producer, in machine cycles: the schedule the
+    kernel runs (one producer role, one consumer group).  ``joint_split``:
+    when the joint optimum on the full machine spreads the consumer
+    statements over several warp roles, which the transform does not emit
+    (no consumer ping-pong yet), ``(roles, ii in cycles)`` of that optimum;
+    the consumers are then re-solved as one group and ``ii_ws_cycles`` is
+    that ii (never the unreachable one).  ``facts`` and
     ``protocol``: what the transform emitted and the model check of it.
     """
 
@@ -62,6 +68,7 @@ class WarpSpecialization:
     copy: str | None = None
     facts: object = None
     protocol: object = None
+    joint_split: tuple[int, int] | None = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -77,6 +84,11 @@ class WarpSpecialization:
 
     def explain(self) -> str:
         lines = [f"warp specialization: {self.reason}"]
+        if self.joint_split is not None:
+            roles, ii = self.joint_split
+            lines.append(f"  the joint optimum on the full machine ({ii} cycles) runs the consumer statements as "
+                         f"{roles} warp roles; the transform emits one consumer group (no ping-pong), so the "
+                         f"consumers were solved as one role: ii {self.ii_ws_cycles} cycles")
         if self.chosen:
             for role, stmts in self.roles.items():
                 lines.append(f"  {role}: {', '.join(stmts)}")
@@ -140,12 +152,19 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     graph = ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names else op
                                        for op in ex.graph.ops), machine=machine)
     from .solvers import SolveOptions
-    ws = solve(graph, machine, options=SolveOptions(time_limit=time_limit, streaming_depth=depth))
+    opts = SolveOptions(time_limit=time_limit, streaming_depth=depth)
+    ws = solve(graph, machine, options=opts)
+    split = None
+    consumer_roles = {p.warp for n, p in ws.ops.items() if n not in names}
+    if len(consumer_roles) > 1:  # the kernel has one consumer group: solve what it runs
+        split = (len(consumer_roles), ws.ii * q)
+        ws = solve(graph, replace(machine, warp_groups=2), options=opts)  # role 1 streams, role 0 the rest
     ii_ws = ws.ii * q
     if choice == "auto" and ii_ws >= ii_swp:
         return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp has ii "
                                   f"{ii_ws} cycles, no better than the one-role pipeline's {ii_swp} cycles "
-                                  "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws)
+                                  "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
+                                  joint_split=split)
     why = (f"specialized: ii {ii_ws} cycles with a producer warp vs {ii_swp} cycles one-role"
            if ii_ws < ii_swp else f"specialized on request (warp_specialize=True): ii {ii_ws} cycles with a "
            f"producer warp vs {ii_swp} cycles one-role")
@@ -158,7 +177,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                 "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
                 "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
     return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
-                              barriers=barriers, registers=registers)
+                              barriers=barriers, registers=registers, joint_split=split)
 
 
 def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target) -> WarpSpecialization:

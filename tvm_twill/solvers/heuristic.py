@@ -121,9 +121,9 @@ def _heights(graph, machine, ii, warps) -> dict | None:
         lat.append((e.src, e.dst, _latency(e, machine.spill_of(graph.op(e.src)), 0, int(cross), ii)))
     for _ in range(len(h) + 1):
         changed = False
-        for s, d, l in lat:
-            if h[d] + l > h[s]:
-                h[s] = h[d] + l
+        for s, d, delay in lat:
+            if h[d] + delay > h[s]:
+                h[s] = h[d] + delay
                 changed = True
         if not changed:
             return h
