@@ -132,6 +132,18 @@ def test_the_reported_ii_is_the_one_the_kernel_runs(ws_kernels, arch):
         assert f"runs the consumer statements as {roles} warp roles" in ws.explain()
 
 
+def test_register_peaks_of_the_joint_schedule_fit_the_setmaxnreg_budgets(ws_kernels, mma_gemm, monkeypatch):
+    ws = ws_kernels["sm_90a"][3].warp_specialization
+    assert ws.register_peaks is not None and ws.register_peaks[1] > 0  # the inner pipeline's ldmatrix tiles
+    assert all(need <= have for need, have in zip(ws.register_peaks, ws.registers))
+    assert f"consumers {ws.register_peaks[1]}" in ws.explain()
+    import tvm_twill.warpspec as warpspec
+    monkeypatch.setattr(warpspec, "register_budgets", lambda threads: (40, ws.register_peaks[1] - 8))
+    sch, k0, k1 = mma_gemm()
+    with pytest.raises(tvm_twill.UnsupportedLoopError, match="more than its setmaxnreg budget"):
+        tvm_twill.auto_pipeline(sch, [k0, k1], "sm_90a", warp_specialize=True)
+
+
 def test_default_changes_nothing(mma_gemm):
     sch, k0, k1 = mma_gemm()
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], "sm_90a")

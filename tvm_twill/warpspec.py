@@ -23,6 +23,7 @@ from .errors import InputError, UnsupportedLoopError
 from .frontend.ir import thread_extents
 from .model import Schedule
 from .model.pipeline import ANNOTATION_KEYS, WS_DEPTH, WS_KEYS, WS_REGISTERS
+from .report import register_peaks
 from .transforms import buffer_versions
 from .transforms.ws_lowering import WS_PIPELINE, emit_and_check, register_pipeline
 
@@ -45,6 +46,10 @@ class WarpSpecialization:
     the producer/consumer ring.  ``barriers``: what each barrier is for
     (mbarrier arrays ``ws_full[s]`` / ``ws_empty[s]`` and named barrier ids).
     ``registers``: setmaxnreg (producer, consumer) per thread, or None.
+    ``register_peaks``: the joint schedule's modelled peak registers per
+    thread of the (producer, consumer) roles (tiles handed between
+    statements; accumulators are the same whatever the schedule and are
+    not counted), checked to fit ``registers``.
     ``ii_swp_cycles`` / ``ii_ws_cycles``: the ii of the one-role plan and of
     the joint schedule with a producer, in machine cycles: the schedule the
     kernel runs (one producer role, one consumer group).  ``joint_split``:
@@ -69,6 +74,7 @@ class WarpSpecialization:
     facts: object = None
     protocol: object = None
     joint_split: tuple[int, int] | None = None
+    register_peaks: tuple[int, int] | None = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -92,11 +98,16 @@ class WarpSpecialization:
         if self.chosen:
             for role, stmts in self.roles.items():
                 lines.append(f"  {role}: {', '.join(stmts)}")
-            lines.append(f"  ring: {self.ring_depth} slots, copies by {self.copy}; barriers: "
+            lines.append(f"  ring: {self.ring_depth} slots, copies by "
+                         f"{self.copy or 'cp.async.bulk or cp.async (decided when the kernel is emitted)'}; barriers: "
                          + "; ".join(f"{k} = {v}" for k, v in self.barriers.items()))
             if self.registers:
                 lines.append(f"  setmaxnreg: producer {self.registers[0]}, consumers {self.registers[1]} "
                              "registers per thread")
+            if self.register_peaks:
+                lines.append(f"  the joint schedule's register peaks per thread (tiles between statements, "
+                             f"accumulators excluded): producer {self.register_peaks[0]}, consumers "
+                             f"{self.register_peaks[1]}")
             if self.protocol is not None:
                 lines.append(f"  protocol model check: no deadlock, overwrite or early read in "
                              f"{self.protocol.states} states ({self.protocol.iterations} iterations)")
@@ -151,7 +162,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     names = {s.name for s in copies}
     graph = ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names else op
                                        for op in ex.graph.ops), machine=machine)
-    from .solvers import SolveOptions
+    from .solvers import SolveOptions, prepare
     opts = SolveOptions(time_limit=time_limit, streaming_depth=depth)
     ws = solve(graph, machine, options=opts)
     split = None
@@ -168,16 +179,25 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     why = (f"specialized: ii {ii_ws} cycles with a producer warp vs {ii_swp} cycles one-role"
            if ii_ws < ii_swp else f"specialized on request (warp_specialize=True): ii {ii_ws} cycles with a "
            f"producer warp vs {ii_swp} cycles one-role")
+    producer_role = next(p.warp for n, p in ws.ops.items() if n in names)
+    peaks = register_peaks(ws, prepare(graph, replace(machine, warp_groups=max(p.warp for p in ws.ops.values()) + 1),
+                                       opts).graph)
+    peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
     registers = None
     if arch.endswith("a") and arch >= "sm_90":
         registers = register_budgets(_consumer_threads(sch.mod[ref.func]))
+        for role, need, have in zip(("producer", "consumer"), peak, registers):
+            if need > have:
+                raise UnsupportedLoopError(
+                    f"warp specialization: the joint schedule holds {need} registers per thread in the {role} "
+                    f"role, more than its setmaxnreg budget {have}: plan without warp_specialize")
     roles = {"producer warp": tuple(s.name for s in copies),
              "consumer warps": tuple(s.name for s in ex.stmts if not s.async_capable)}
     barriers = {"ws_full[s]": "mbarrier: slot s landed (producer -> consumers)",
                 "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
                 "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
     return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
-                              barriers=barriers, registers=registers, joint_split=split)
+                              barriers=barriers, registers=registers, joint_split=split, register_peaks=peak)
 
 
 def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target) -> WarpSpecialization:
