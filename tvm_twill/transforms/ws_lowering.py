@@ -5,7 +5,9 @@
 same passes up to the rewrite on a schedule's module and model checks the
 mbarrier protocol the rewrite emitted (what ``auto_pipeline`` does before it
 returns a warp-specialized plan).  The pass list mirrors TVM 0.27's
-``tvm/s_tir/pipeline.py`` (same order, same config switches); the stock
+``tvm/s_tir/pipeline.py`` (same order, same config switches), plus, before the rewrite,
+``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread registers; a no-op on
+kernels without one, so the pipeline also compiles plain wgmma kernels); the stock
 ThreadSync passes stay: the rewrite places its own barriers and leaves
 nothing for them to insert inside the role branch.
 """
@@ -18,6 +20,7 @@ from ..frontend.target import parse_target
 from ..model.pipeline import WS_DEPTH
 from ..model.protocol import check_ring
 from . import warp_specialize as _ws
+from .fragments import shrink_thread_fragments_pass
 
 __all__ = ["WS_PIPELINE", "emit_and_check", "register_pipeline", "warp_specialize_pass"]
 
@@ -48,7 +51,7 @@ def _ws_pipeline():
                   st.UnifyThreadBinding(), st.LowerMatchBuffer(), st.StmtSimplify(), st.InjectPermutedLayout(),
                   st.AnnotateIrregularLoop(), st.InjectSoftwarePipeline(), st.TransformMmaBufferLayout(),
                   st.LowerOpaqueBlock(), tx.FlattenBuffer(),
-                  warp_specialize_pass,
+                  shrink_thread_fragments_pass, warp_specialize_pass,
                   tx.BF16ComputeLegalize(), tx.NarrowDataType(32), st.LoopPartition(),
                   tx.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
                   st.InjectVirtualThread(), st.InjectDoubleBuffer()]
