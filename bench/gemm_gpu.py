@@ -35,7 +35,8 @@ except ImportError:  # a source checkout without `pip install -e .`
 
 N = 4096
 def variants(arch: str, time_limit: float):
-    """(name, schedule, annotations, model II in cycles, TIR pipeline) for the five kernels."""
+    """(name, schedule, annotations, model II in cycles, TIR pipeline) for the kernels: five on every arch,
+    seven on sm_90a (the wgmma GEMM, plain and warp-specialized)."""
     import tvm_twill
     from tvm_twill.workloads import TVM_HAND_ANNOTATIONS, tensorcore_gemm
 
@@ -55,7 +56,21 @@ def variants(arch: str, time_limit: float):
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], arch, time_limit=time_limit, warp_specialize=True)
     anns = {"k0": plan.annotations, "k1": plan.inner[0].annotations if plan.inner[0].applied else {}}
     out.append(("auto_nested_ws", sch, anns, plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline))
+    if arch == "sm_90a":  # wgmma consumers (B stored N x K: C = A @ B^T), plain and warp-specialized
+        from tvm_twill.transforms.ws_lowering import WS_PIPELINE
+        from tvm_twill.workloads import wgmma_gemm
+        sch, k0, _ = wgmma_gemm(N)
+        out.append(("wgmma_plain", sch, {}, tvm_twill.auto_pipeline(sch, k0, arch, apply=False).ii_cycles,
+                    WS_PIPELINE))
+        sch, k0, _ = wgmma_gemm(N)
+        plan = tvm_twill.auto_pipeline(sch, k0, arch, time_limit=time_limit, warp_specialize=True)
+        out.append(("wgmma_ws", sch, {"k0": plan.annotations}, plan.warp_specialization.ii_ws_cycles,
+                    plan.tir_pipeline))
     return out
+
+
+#: Variants whose kernel reads B as N x K (K-major): C = A @ B^T.
+B_TRANSPOSED = {"wgmma_plain", "wgmma_ws"}
 
 
 def export(args) -> int:
@@ -74,7 +89,8 @@ def export(args) -> int:
         (d / f"{name}.cu").write_text(src)
         man["variants"].append({"name": name, "cu": f"{name}.cu", "kernel": sig.group(1), "grid": list(info.grid),
                                 "block": list(info.block), "dyn_smem": info.dyn_smem, "args": params,
-                                "annotation": anns, "model_ii_cycles": model_ii})
+                                "annotation": anns, "model_ii_cycles": model_ii,
+                                "b_transposed": name in B_TRANSPOSED})
         print(f"{name:14s} grid {info.grid} block {info.block} smem {info.dyn_smem:6d} B  model II {model_ii}  {anns}")
     (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     print(f"wrote {d / 'manifest.json'}; run on the GPU machine: python bench/gpu_gemm_run.py {d} --out "
@@ -111,9 +127,10 @@ def run(args) -> int:
         ref = a_np.astype("float32") @ b_np.astype("float32")
     flop = 2.0 * N ** 3
     rows = []
-    for name, sch, anns, model_ii, _pipeline in variants(arch, args.time_limit):
-        f, _ = compile_cuda(sch, arch)
-        a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_np, dev)
+    for name, sch, anns, model_ii, pipeline in variants(arch, args.time_limit):
+        f, _ = compile_cuda(sch, arch, tir_pipeline=pipeline)
+        b_in = np.ascontiguousarray(b_np.T) if name in B_TRANSPOSED else b_np
+        a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_in, dev)
         c = tvm.runtime.tensor(np.zeros((N, N), dtype="float32"), dev)
         f(a, b, c)
         dev.sync()

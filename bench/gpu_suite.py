@@ -11,7 +11,9 @@ and sm_80 for A100-class code, which also runs on Hopper), the CUDA source
 and launch configuration of TVM's tensor-core GEMM pipelined five ways
 (``auto_pipeline`` and TVM's hand annotation, simple and nested loop, and
 the warp-specialized kernel of ``auto_pipeline(..., warp_specialize=True)``:
-producer warp + mbarrier ring; see ``bench/gemm_gpu.py``).  ``run`` builds each with ``nvcc -cubin``, checks it
+producer warp + mbarrier ring; on sm_90a also the wgmma GEMM of
+``workloads.wgmma_gemm``, plain and warp-specialized, which reads B as N x K;
+see ``bench/gemm_gpu.py``).  ``run`` builds each with ``nvcc -cubin``, checks it
 against torch (fp32) and numpy (a row slice), times it against
 ``torch.matmul`` (cuBLAS) and writes ``bench/results/gpu_gemm_<arch>.json``
 with the device, the commit and the command (``bench/gpu_gemm_run.py``).
