@@ -447,11 +447,19 @@ def _double_measured():
     return dict(d, name="double", ops=ops, edges=edges)
 
 
+def _limit_and_hear_ctrl_c():
+    """A job started in the background by a non-interactive shell inherits SIGINT ignored, and Python
+    then installs no KeyboardInterrupt handler: the child gets the default disposition back, as a
+    terminal user's process has."""
+    _limit()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_after(argv, seconds, tmp_path, python=None):
     """Run the CLI in a subprocess, SIGINT it after ``seconds``: (status, stdout, stderr)."""
     cmd = [sys.executable, "-c", python] if python else [sys.executable, "-m", "tvm_twill.cli"]
     proc = subprocess.Popen(cmd + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=REPO,
-                            preexec_fn=_limit)
+                            preexec_fn=_limit_and_hear_ctrl_c)
     time.sleep(seconds)  # not an assertion: just into the work
     proc.send_signal(signal.SIGINT)
     try:
