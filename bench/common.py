@@ -7,6 +7,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def git_commit() -> str:
     """HEAD of the checkout, with ``-dirty`` when the working tree has changes."""
     try:

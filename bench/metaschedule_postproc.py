@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from common import git_commit  # noqa: E402
+from common import cpu_name, git_commit  # noqa: E402
 try:
     import tvm_twill  # noqa: F401
 except ImportError:  # a source checkout without `pip install -e .`
@@ -52,16 +52,8 @@ def host() -> dict:
     import tvm
     import z3
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import os
-    return {"cpu": cpu, "nproc": os.cpu_count(), "python": platform.python_version(), "tvm": tvm.__version__,
+    return {"cpu": cpu_name(), "nproc": os.cpu_count(), "python": platform.python_version(), "tvm": tvm.__version__,
             "z3": z3.get_version_string()}
 
 
