@@ -25,7 +25,7 @@ from tvm_twill.errors import InputError, UnsupportedLoopError, UnsupportedTarget
 from tvm_twill.frontend import compile_cuda, extract_loop  # noqa: E402
 from tvm_twill.model.pipeline import ASYNC_STAGES, ORDER, STAGE  # noqa: E402
 from tvm_twill.transforms import async_waits, legality_violations  # noqa: E402
-from tir_loops import dynamic_compute, with_control_flow  # noqa: E402
+from tir_loops import dynamic_compute, short_loop, with_control_flow  # noqa: E402
 
 CASES = [(arch, variant) for arch in ("sm_80", "sm_90a") for variant in ("simple", "nested")]
 _WAIT = re.compile(r"tvm_builtin_ptx_cp_async_wait_group_async_wait_group_(\d+)\(\);")
@@ -210,24 +210,6 @@ def test_evaluate_rejects_illegal_annotation(mma_gemm):
 
 
 # -- no-ops and refusals on small loops -------------------------------------------------------
-@T.prim_func(s_tir=True)
-def short_loop(A: T.Buffer((2,), "float32"), E: T.Buffer((2,), "float32")):
-    # TVM's test_less_loop_than_num_stage (PR 17579): 2 iterations, a 4-statement chain
-    for i in T.serial(0, 2):
-        with T.sblock("compute"):
-            B = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
-            C = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
-            D = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
-            with T.sblock():
-                B[0] = A[i] * T.float32(2)
-            with T.sblock():
-                C[0] = B[0] + T.float32(3)
-            with T.sblock():
-                D[0] = C[0] + T.float32(4)
-            with T.sblock():
-                E[i] = D[0] + T.float32(5)
-
-
 @T.prim_func(s_tir=True)
 def on_chip_loop(S: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
     for tx in T.thread_binding(0, 16, thread="threadIdx.x"):

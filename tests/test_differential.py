@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from tvm.script import tirx as T  # noqa: E402
 
 import tir_gen  # noqa: E402
+from tir_loops import short_loop  # noqa: E402
 from tvm_twill.api import auto_pipeline, evaluate_annotation  # noqa: E402
 from tvm_twill.errors import InputError, TwillError  # noqa: E402
 from tvm_twill.frontend import costs as fe_costs  # noqa: E402
@@ -299,38 +300,20 @@ def test_max_stages_is_validated(bad):
         auto_pipeline(tvm.s_tir.Schedule(deep_copy), "i", "sm_80", max_stages=bad)
 
 
-@T.prim_func(s_tir=True)
-def short_chain(A: T.Buffer((2,), "float32"), E: T.Buffer((2,), "float32")):
-    # TVM's test_less_loop_than_num_stage (PR 17579): 2 iterations, a 4-statement chain
-    for i in T.serial(0, 2):
-        with T.sblock("compute"):
-            B = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
-            C = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
-            D = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
-            with T.sblock():
-                B[0] = A[i] * T.float32(2)
-            with T.sblock():
-                C[0] = B[0] + T.float32(3)
-            with T.sblock():
-                D[0] = C[0] + T.float32(4)
-            with T.sblock():
-                E[i] = D[0] + T.float32(5)
-
-
 @pytest.mark.parametrize("stages", [(0, 1, 2, 3), (0, 0, 2, 2), (0, 3, 3, 3)])
 def test_trip_count_below_stage_count_runs_correctly_in_tvm(stages):
     """TVM 0.27 guards prologue and epilogue when the trip count is below the stage count."""
-    sch = tvm.s_tir.Schedule(short_chain)
+    sch = tvm.s_tir.Schedule(short_loop)
     apply_annotation(sch, sch.get_loops(sch.get_sblock("compute"))[-1],
                      PipelineAnnotation(stages, (0, 1, 2, 3)))
     args = [np.array([3, -5], "float32"), np.zeros(2, "float32")]
-    assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(short_chain, args)) == 0
+    assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(short_loop, args)) == 0
 
 
 def test_short_loop_plan_stays_within_its_trip_count():
-    sch = tvm.s_tir.Schedule(short_chain)
+    sch = tvm.s_tir.Schedule(short_loop)
     plan = auto_pipeline(sch, "i", "sm_80")
     assert plan.annotation.num_stages <= 2
     args = [np.array([3, -5], "float32"), np.zeros(2, "float32")]
-    assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(short_chain, args)) == 0
+    assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(short_loop, args)) == 0
     assert "trip count 2" in plan.explain()

@@ -74,3 +74,21 @@ def register_only(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float
                     T.reads(B[tx, 0])
                     T.writes(C[tx, i])
                     C[tx, i] = B[tx, 0] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def short_loop(A: T.Buffer((2,), "float32"), E: T.Buffer((2,), "float32")):
+    # TVM's test_less_loop_than_num_stage (PR 17579): 2 iterations, a 4-statement chain
+    for i in T.serial(0, 2):
+        with T.sblock("compute"):
+            B = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            C = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            D = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            with T.sblock():
+                B[0] = A[i] * T.float32(2)
+            with T.sblock():
+                C[0] = B[0] + T.float32(3)
+            with T.sblock():
+                D[0] = C[0] + T.float32(4)
+            with T.sblock():
+                E[i] = D[0] + T.float32(5)
