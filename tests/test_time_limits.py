@@ -201,13 +201,14 @@ def test_ctrl_c_raises_keyboard_interrupt(where):
 
 # -- sizes do not depend on magnitudes ----------------------------------------------
 def _magnitude_graph(scale):
-    ops = (Op("L", 3 * scale, "TMA", variable_latency=True, smem=1024),
-           Op("A", 5 * scale, "TC", regs=64), Op("B", 2 * scale, "SFU", regs=32),
-           Op("C", 4 * scale, "ALU"), Op("D", 1 * scale, "ALU"),
-           Op("R", 3, rrt=({"ALU": 1}, {"ALU": 2, "SFU": 1}, {"ALU": 2})))
-    edges = (Edge("L", "A", 3 * scale), Edge("A", "B", 5 * scale, blocking=True), Edge("B", "C", 2 * scale),
-             Edge("C", "A", 4 * scale, distance=1), Edge("C", "D", scale), Edge("D", "R", scale))
-    return Graph("magnitude", ops, edges, normalize=False)
+    """The six-op graph of ``bench/time_limits.py`` (one definition: the benchmark's)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "time_limits.py"
+    spec = importlib.util.spec_from_file_location("bench_time_limits", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.magnitude_graph(scale)
 
 
 def test_model_size_does_not_grow_with_cycle_counts():
