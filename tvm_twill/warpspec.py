@@ -164,12 +164,14 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                                        for op in ex.graph.ops), machine=machine)
     from .solvers import SolveOptions, prepare
     opts = SolveOptions(time_limit=time_limit, streaming_depth=depth)
-    ws = solve(graph, machine, options=opts)
+    solved_on = machine
+    ws = solve(graph, solved_on, options=opts)
     split = None
     consumer_roles = {p.warp for n, p in ws.ops.items() if n not in names}
     if len(consumer_roles) > 1:  # the kernel has one consumer group: solve what it runs
         split = (len(consumer_roles), ws.ii * q)
-        ws = solve(graph, replace(machine, warp_groups=2), options=opts)  # role 1 streams, role 0 the rest
+        solved_on = replace(machine, warp_groups=2)  # role 1 streams, role 0 runs the rest
+        ws = solve(graph, solved_on, options=opts)
     ii_ws = ws.ii * q
     if choice == "auto" and ii_ws >= ii_swp:
         return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp has ii "
@@ -180,8 +182,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
            if ii_ws < ii_swp else f"specialized on request (warp_specialize=True): ii {ii_ws} cycles with a "
            f"producer warp vs {ii_swp} cycles one-role")
     producer_role = next(p.warp for n, p in ws.ops.items() if n in names)
-    peaks = register_peaks(ws, prepare(graph, replace(machine, warp_groups=max(p.warp for p in ws.ops.values()) + 1),
-                                       opts).graph)
+    peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
     peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
     registers = None
     if arch.endswith("a") and arch >= "sm_90":
