@@ -35,8 +35,9 @@ except ImportError:  # a source checkout without `pip install -e .`
 
 N = 4096
 def variants(arch: str, time_limit: float):
-    """(name, schedule, annotations, model II in cycles, TIR pipeline) for the kernels: five on every arch,
-    seven on sm_90a (the wgmma GEMM, plain and warp-specialized)."""
+    """(name, schedule, annotations, model II in cycles, TIR pipeline, tensor maps) for the kernels: five on
+    every arch, seven on sm_90a (the wgmma GEMM, plain and warp-specialized).  Tensor maps: the
+    ``TensorMapSpec.to_json()`` of each TMA tensor copy, which a launcher outside TVM must encode."""
     import tvm_twill
     from tvm_twill.workloads import TVM_HAND_ANNOTATIONS, tensorcore_gemm
 
@@ -47,26 +48,31 @@ def variants(arch: str, time_limit: float):
         anns = {"k0": plan.annotations if plan.applied else {}}
         if plan.inner:
             anns["k1"] = plan.inner[0].annotations if plan.inner[0].applied else {}
-        out.append((f"auto_{loop}", sch, anns, plan.ii_cycles, None))
+        out.append((f"auto_{loop}", sch, anns, plan.ii_cycles, None, []))
         sch, k0, k1 = tensorcore_gemm(N, hand=loop)
         out.append((f"hand_{loop}", sch, TVM_HAND_ANNOTATIONS[loop],
-                    tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles, None))
+                    tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles, None, []))
     # warp-specialized: producer warp + mbarrier ring on k0, the inner loop software-pipelined
     sch, k0, k1 = tensorcore_gemm(N)
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], arch, time_limit=time_limit, warp_specialize=True)
     anns = {"k0": plan.annotations, "k1": plan.inner[0].annotations if plan.inner[0].applied else {}}
-    out.append(("auto_nested_ws", sch, anns, plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline))
+    out.append(("auto_nested_ws", sch, anns, plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline,
+                _maps(plan)))
     if arch == "sm_90a":  # wgmma consumers (B stored N x K: C = A @ B^T), plain and warp-specialized
         from tvm_twill.transforms.ws_lowering import WS_PIPELINE
         from tvm_twill.workloads import wgmma_gemm
         sch, k0, _ = wgmma_gemm(N)
         out.append(("wgmma_plain", sch, {}, tvm_twill.auto_pipeline(sch, k0, arch, apply=False).ii_cycles,
-                    WS_PIPELINE))
+                    WS_PIPELINE, []))
         sch, k0, _ = wgmma_gemm(N)
         plan = tvm_twill.auto_pipeline(sch, k0, arch, time_limit=time_limit, warp_specialize=True)
         out.append(("wgmma_ws", sch, {"k0": plan.annotations}, plan.warp_specialization.ii_ws_cycles,
-                    plan.tir_pipeline))
+                    plan.tir_pipeline, _maps(plan)))
     return out
+
+
+def _maps(plan) -> list:
+    return [m.to_json() for m in plan.warp_specialization.facts.tensor_maps]
 
 
 #: Variants whose kernel reads B as N x K (K-major): C = A @ B^T.
@@ -81,7 +87,7 @@ def export(args) -> int:
     d.mkdir(parents=True, exist_ok=True)
     man = {"M": N, "N": N, "K": N, "b_transposed": False, "arch": args.arch, "commit": git_commit(),
            "command": " ".join([sys.executable, *sys.argv]), "variants": []}
-    for name, sch, anns, model_ii, pipeline in variants(args.arch, args.time_limit):
+    for name, sch, anns, model_ii, pipeline, tmaps in variants(args.arch, args.time_limit):
         _, src = compile_cuda(sch, args.arch, tir_pipeline=pipeline)
         info = kernel_info(sch, args.arch, tir_pipeline=pipeline)
         sig = re.search(r'extern "C" __global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(([^)]*)\)', src)
@@ -90,7 +96,7 @@ def export(args) -> int:
         man["variants"].append({"name": name, "cu": f"{name}.cu", "kernel": sig.group(1), "grid": list(info.grid),
                                 "block": list(info.block), "dyn_smem": info.dyn_smem, "args": params,
                                 "annotation": anns, "model_ii_cycles": model_ii,
-                                "b_transposed": name in B_TRANSPOSED})
+                                "b_transposed": name in B_TRANSPOSED, "tensor_maps": tmaps})
         print(f"{name:14s} grid {info.grid} block {info.block} smem {info.dyn_smem:6d} B  model II {model_ii}  {anns}")
     (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     print(f"wrote {d / 'manifest.json'}; run on the GPU machine: python bench/gpu_gemm_run.py {d} --out "
@@ -127,7 +133,7 @@ def run(args) -> int:
         ref = a_np.astype("float32") @ b_np.astype("float32")
     flop = 2.0 * N ** 3
     rows = []
-    for name, sch, anns, model_ii, pipeline in variants(arch, args.time_limit):
+    for name, sch, anns, model_ii, pipeline, _ in variants(arch, args.time_limit):
         f, _ = compile_cuda(sch, arch, tir_pipeline=pipeline)
         b_in = np.ascontiguousarray(b_np.T) if name in B_TRANSPOSED else b_np
         a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_in, dev)

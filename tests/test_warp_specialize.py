@@ -64,6 +64,11 @@ def test_sm90a_kernel_has_tma_mbarriers_elect_and_setmaxnreg(ws_kernels, tmp_pat
                    "__launch_bounds__(256, 1)", "__shfl_sync"):
         assert needle in src, needle
     assert "cp.async.wait_group" not in src  # the ring replaces TVM's commit/wait groups on this loop
+    # TVM's padded tiles are not one TMA box: the elected lane copies each padded row with one bulk copy
+    # (64 B rows of A, 256 B rows of B), not one 16-byte copy per lane and vector
+    assert ws.facts.copy_plans == ("A_shared.dyn: 128 bulk copies of 64 B (128 rows)",
+                                   "B_shared.dyn: 32 bulk copies of 256 B (32 rows)")
+    assert not ws.facts.tensor_maps and "CUtensorMap" not in src
     # the loop carries the ring annotations, not a software pipeline; the inner loop keeps its pipeline
     node = sch.get(k0)
     assert int(node.annotations[WS_DEPTH]) == ws.ring_depth and read_annotation(node) is None

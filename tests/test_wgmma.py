@@ -110,10 +110,20 @@ def test_warp_specialized_wgmma_kernel(tmp_path):
     assert plan.applied and ws.chosen and ws.copy == "bulk" and ws.protocol.ok
     src = _compile(sch, plan.tir_pipeline)
     for needle in ("mbarrier.try_wait.parity", "expect_tx", "elect.sync", "setmaxnreg.dec.sync.aligned",
-                   "setmaxnreg.inc.sync.aligned", "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx",
+                   "setmaxnreg.inc.sync.aligned",
+                   "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                   "const __grid_constant__ CUtensorMap A_tmap0", "const __grid_constant__ CUtensorMap B_tmap1",
                    "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "__launch_bounds__(256, 1)",
                    "float C_local_ptr[64];"):
         assert needle in src, needle
+    # each tile is one TMA box of the core-matrix layout (k % 8, row, k // 8): two tensor copies per iteration
+    assert ws.facts.copy_plans == ("A_shared.dyn: 1 TMA tensor copy (3-d box 8 x 64 x 8, 8192 B)",
+                                   "B_shared.dyn: 1 TMA tensor copy (3-d box 8 x 128 x 8, 16384 B)")
+    a_map, b_map = (m.to_json() for m in ws.facts.tensor_maps)
+    assert a_map["global_dims"] == [8, N, N // 8] and a_map["global_strides"] == [2 * N, 16]
+    assert a_map["box"] == [8, 64, 8] and b_map["box"] == [8, 128, 8] and a_map["swizzle"] == 0
+    body = src[src.index("main_kernel("):]
+    assert body.count("cp_async_bulk_tensor_g2s") == 2 and "cp_async_bulk_g2s" not in body
     log = _ptxas(src, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in log
     assert "C7508" not in log and "C75" not in log

@@ -101,6 +101,8 @@ class WarpSpecialization:
             lines.append(f"  ring: {self.ring_depth} slots, copies by "
                          f"{self.copy or 'cp.async.bulk or cp.async (decided when the kernel is emitted)'}; barriers: "
                          + "; ".join(f"{k} = {v}" for k, v in self.barriers.items()))
+            if self.facts is not None and self.facts.copy_plans:
+                lines.append("  producer copies per slot: " + "; ".join(self.facts.copy_plans))
             if self.registers:
                 lines.append(f"  setmaxnreg: producer {self.registers[0]}, consumers {self.registers[1]} "
                              "registers per thread")

@@ -16,11 +16,14 @@ warp_specialize=...)``):
   the role branch tests a warp index broadcast with ``shfl.sync``, so it is
   warp-uniform by construction;
 * producer (one warp): for each iteration, wait ``empty[s]`` at ``phase ^ 1``,
-  issue its copies (re-distributed over the warp's 32 lanes) into slot ``s``
-  and signal ``full[s]``: ``cp.async`` + ``cp.async.mbarrier.arrive.noinc``
-  (``full`` counts 32 lanes), or on sm_90a TMA bulk copies
-  (``cp.async.bulk ... mbarrier::complete_tx``) after one elected lane's
-  ``arrive.expect_tx`` of the iteration's bytes (``full`` counts 1); then a
+  issue its copies into slot ``s`` and signal ``full[s]``: ``cp.async``
+  re-distributed over the warp's 32 lanes + ``cp.async.mbarrier.arrive.noinc``
+  (``full`` counts 32 lanes), or on sm_90a TMA copies completing by bytes
+  (``mbarrier::complete_tx``; ``full`` counts 1) after one elected lane's
+  ``arrive.expect_tx`` of the iteration's bytes: that lane issues one
+  ``cp.async.bulk.tensor`` per tile or one ``cp.async.bulk`` per contiguous
+  row where ``tma_copy`` finds and proves such a plan, the warp's lanes one
+  16-byte ``cp.async.bulk`` per vector otherwise; then a
   producer tail that acquires every slot once more, so the warp exits only
   after every consumer released every slot;
 * consumers: wait ``full[s]`` at ``phase``, run the original body reading
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
 from ..model.pipeline import WS_DEPTH, WS_REGISTERS
+from .tma_copy import TENSOR_ALIGN, plan_tile_copy
 
 __all__ = ["WsKernelFacts", "warp_specialize_func"]
 
@@ -66,6 +70,8 @@ class WsKernelFacts:
     consumer_parities: tuple[int, ...] = ()   # parity the consumers wait on full[s]
     tail_acquires: int = 0                    # producer-tail waits after the last iteration
     release_last: bool = True                 # the consumers' arrive on empty[s] follows every read of the slot
+    copy_plans: tuple[str, ...] = ()          # how each producer statement is issued, per slot
+    tensor_maps: tuple = ()                   # tma_copy.TensorMapSpec of each TMA tensor copy
 
     def ring_protocol(self):
         """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""
@@ -78,6 +84,14 @@ class WsKernelFacts:
                             producer_flips_phase=tuple(p ^ 1 for p in self.producer_parities) == want,
                             consumer_flips_phase=self.consumer_parities == want,
                             release_after_read=self.release_last, producer_tail=self.tail_acquires >= self.depth)
+
+
+def _static_shared(body) -> bool:
+    """Does the kernel allocate static shared memory (which would shift the dynamic pool's alignment)?"""
+    hit = []
+    tvm_ffi.structural_walk(body, [(tirx.AllocBuffer, lambda a: hit.append(1) if a.buffer.scope() == "shared"
+                                    else None)])
+    return bool(hit)
 
 
 def _u32(x):
@@ -323,17 +337,21 @@ def warp_specialize_func(func, arch: str):
     rings = {}
     ring_allocs = []
     ring_bytes = 0
+    slot_align = TENSOR_ALIGN if bulk else 16
     for a in tile_allocs:
         b = a.buffer
         n = math.prod(const_int(d) for d in b.shape)
         eb = tvm_ffi.dtype(str(b.dtype)).bits // 8
-        n = -(-n * eb // 16) * 16 // eb
+        n = -(-n * eb // slot_align) * slot_align // eb
         ring = tirx.decl_buffer((depth * n,), b.dtype, name=f"{b.name}_ring", scope=b.scope())
         rings[b] = (ring, n)
         ring_allocs.append(tirx.AllocBuffer(ring, {"buffer_data_alignment": 128}))
         ring_bytes += depth * n * eb
-    full = tirx.decl_buffer((depth,), "uint64", name="ws_full", scope="shared")
-    empty = tirx.decl_buffer((depth,), "uint64", name="ws_empty", scope="shared")
+    # barrier arrays padded to 64 bytes each: the static shared memory before the dynamic pool stays a
+    # multiple of 128 bytes, so the rings of the pool keep the 128-byte alignment TMA tensor copies need
+    nbar = -(-depth // 8) * 8
+    full = tirx.decl_buffer((nbar,), "uint64", name="ws_full", scope="shared")
+    empty = tirx.decl_buffer((nbar,), "uint64", name="ws_empty", scope="shared")
     done = tirx.decl_buffer((1,), "uint32", name="ws_ready", scope="local")
 
     use_setmaxnreg = regs is not None and sm90 and arch_a and n_threads % 128 == 0
@@ -369,8 +387,11 @@ def warp_specialize_func(func, arch: str):
     kval = loop.min + it
     prod_parity = tirx.bitwise_xor(phase, 1)
     prod_iter = [_wait(empty.ptr_to([slot]), prod_parity, sm90, done)]
-    issue = []
+    issue, elected, plans, host, tensor_maps = [], [], [], [], []
     total_bytes = _i32(0)
+    block_vars = [(s.node.var, _i32(0), s.value) for s in path if isinstance(s, tirx.AttrStmt)
+                  and s.attr_key == "thread_extent" and s.node.thread_tag.startswith("blockIdx")]
+    tensor_ok = bulk and not _static_shared(func.body) and all(b.scope() == "shared.dyn" for b in rings)
     for ci, c in enumerate(copies):
         j = tirx.Var(f"ws_c{ci}", "int32")
         c_lin = j * 32 + lane
@@ -389,18 +410,40 @@ def warp_specialize_func(func, arch: str):
         src = c.store.value
         dst_ptr = ring.ptr_to([_subst(dst_i, vsub)])
         src_ptr = src.source.ptr_to([_subst(src.indices[0], vsub)])
+        tile = None
         if bulk:
+            pvars = [(tvars[t], _i32(0), _i32(ext[t])) for t in _THREAD_TAGS if t in tvars] + c.loops + \
+                ([c.vec] if c.vec else [])
+            tile = plan_tile_copy(func, c, pvars, block_vars + [(loop.loop_var, loop.min, loop.extent)], ring, n,
+                                  eb, ci)
+            if tile is not None and tile.tensor_map is not None and not tensor_ok:
+                tile = None
+        if tile is not None:
+            op = None
+            stmt = tile.issue(slot * n, full.ptr_to([slot]))
+            for g in reversed(c.guards):
+                stmt = tirx.IfThenElse(g, stmt, None)
+            elected.append(stmt)
+            plans.append(f"{c.dst.name}: {tile.describe}")
+            host += tile.host
+            if tile.tensor_map is not None:
+                tensor_maps.append(tile.tensor_map)
+        elif bulk:
+            plans.append(f"{c.dst.name}: {n_threads * math.prod(const_int(e) for _, _, e in c.loops)} bulk copies of "
+                         f"{vlen * eb} B (one per lane and vector)")
             op = T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"](
                 dst_ptr, src_ptr, _u32(vlen * eb), full.ptr_to([slot]))
         else:
+            plans.append(f"{c.dst.name}: cp.async of {vlen * eb} B per lane and vector")
             kind = "cp.async.cg.shared.global" if vlen * eb == 16 else "cp.async.ca.shared.global"
             op = T.ptx[kind](dst_ptr, src_ptr, _i32(vlen * eb))
-        inner = tirx.Evaluate(op)
-        for g in reversed(c.guards):
-            inner = tirx.IfThenElse(g, inner, None)
-        for v, mn, ex in reversed(c.loops):
-            inner = tirx.For(v, mn, ex, tirx.ForKind.SERIAL, inner)
-        issue.append(tirx.For(j, _i32(0), _i32(n_threads // 32), tirx.ForKind.SERIAL, _subst(inner, tsub)))
+        if op is not None:
+            inner = tirx.Evaluate(op)
+            for g in reversed(c.guards):
+                inner = tirx.IfThenElse(g, inner, None)
+            for v, mn, ex in reversed(c.loops):
+                inner = tirx.For(v, mn, ex, tirx.ForKind.SERIAL, inner)
+            issue.append(tirx.For(j, _i32(0), _i32(n_threads // 32), tirx.ForKind.SERIAL, _subst(inner, tsub)))
         if bulk:
             nbytes = n_threads * math.prod(const_int(e) for _, _, e in c.loops) * vlen * eb
             guard = None
@@ -409,11 +452,13 @@ def warp_specialize_func(func, arch: str):
             total_bytes = total_bytes + (tirx.Select(guard, _i32(nbytes), _i32(0)) if guard is not None
                                          else _i32(nbytes))
     if bulk:
-        prod_iter.append(tirx.IfThenElse(T.cuda.elect_sync() != _u32(0), tirx.Evaluate(
-            T.ptx.mbarrier.arrive.expect_tx.shared.b64(full.ptr_to([slot]), tirx.Cast("uint32", total_bytes))),
-            None))
-        prod_iter.append(tirx.Evaluate(T.cuda.warp_sync()))
-        prod_iter += issue
+        lead = [tirx.Evaluate(T.ptx.mbarrier.arrive.expect_tx.shared.b64(
+            full.ptr_to([slot]), tirx.Cast("uint32", total_bytes))), *elected]
+        prod_iter.append(tirx.IfThenElse(T.cuda.elect_sync() != _u32(0),
+                                         tirx.SeqStmt(lead) if len(lead) > 1 else lead[0], None))
+        if issue:
+            prod_iter.append(tirx.Evaluate(T.cuda.warp_sync()))
+            prod_iter += issue
     else:
         prod_iter += issue
         prod_iter.append(tirx.Evaluate(T.ptx["cp.async.mbarrier.arrive.noinc.shared.b64"](full.ptr_to([slot]))))
@@ -478,6 +523,8 @@ def warp_specialize_func(func, arch: str):
         return node
 
     new_fbody = tvm_ffi.structural_map(func.body, [(tirx.AttrStmt, rebuild)], order="post")
+    if host:  # tensor maps: encoded on the host before the launch (SplitHostDevice keeps them there)
+        new_fbody = tirx.SeqStmt([*host, new_fbody])
 
     def parities(expr, var):
         def ev(e):
@@ -500,5 +547,6 @@ def warp_specialize_func(func, arch: str):
                           producer_statements=len(copies),
                           producer_parities=parities(prod_parity, it),
                           consumer_parities=parities(phase_c, it_c), tail_acquires=tail_n,
-                          release_last=bool(releases) and min(releases) > max(reads, default=-1))
+                          release_last=bool(releases) and min(releases) > max(reads, default=-1),
+                          copy_plans=tuple(plans), tensor_maps=tuple(tensor_maps))
     return func.with_body(new_fbody), facts
