@@ -45,6 +45,38 @@ producer tail   after the last iteration, for ``depth``  ``empty[s].parity != ph
                 more acquires                          every slot was released before the producer exits
 ==============  =====================================  ===========================================
 
+With ``release_lag`` 1 (the wgmma consumer of ``transforms.wgmma_overlap``:
+the reads of a slot are asynchronous wgmma groups, left in flight across one
+iteration) the consumer rows are, for a consumer with ``pending`` groups
+not yet complete (initially 0):
+
+==============  =====================================  ===========================================
+agent           guard                                  effect
+==============  =====================================  ===========================================
+consumer g      ``full[s].parity != ph``               wait: the data of iteration ``i`` is visible
+  wait
+consumer g      waited                                 issue ``groups`` commit groups reading slot
+  issue                                                ``s`` (checked: it holds iteration ``i``);
+                                                       ``pending += groups``
+consumer g      issued                                 ``wgmma.wait_group N``: ``pending = min(pending,
+  wait_group                                           N)``, the oldest groups complete (in order)
+consumer g      waited for the groups                  ``i >= 1``: ``empty[(i - 1) mod depth].arrive``
+  release                                              (slot of iteration ``i - 1``); advance
+consumer g      after the last iteration               ``wait_group 0``: ``pending = 0``
+  final wait
+consumer g      final wait                             ``empty[(N - 1) mod depth].arrive``
+  final release
+==============  =====================================  ===========================================
+
+A read of iteration ``j`` is complete once the consumer's completed groups
+(issued minus pending) cover iteration ``j``'s; the overwrite and tail
+checks use that.  Groups complete as late as the waits allow, the worst
+case for the slots they read (completing earlier never blocks an agent: a
+``wait_group`` waits for nothing outside the consumer).  With one slot
+this protocol deadlocks (the producer refills slot 0 for iteration 1 only
+after the consumer's release of iteration 0, which follows iteration 1's
+wait on that slot), so code generation keeps ``release_lag`` 0 there.
+
 Barrier initial counts: ``full`` 1 (the producer's one arrival), ``empty``
 ``consumers`` (one arrival per consumer group).
 
@@ -64,7 +96,9 @@ of the consumer groups are merged (symmetry reduction); the explored state
 count is reported.  The ``RingProtocol`` fields other than ``depth``,
 ``consumers`` and ``tma`` describe what code generation emits; the seeded
 bugs of the tests are one-field changes of them (a missing phase flip, a
-wrong arrival count, a release before the last read, no producer tail).
+wrong arrival count, a release before the last read, no producer tail; with
+``release_lag`` 1: a release before the ``wait_group``, a wait leaving too
+many groups pending, no final release, one slot).
 """
 from __future__ import annotations
 
