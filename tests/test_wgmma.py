@@ -212,3 +212,27 @@ def test_a_seeded_overlap_bug_in_the_emitted_kernel_is_refused(monkeypatch, fiel
     sch, k0, _ = wgmma_gemm(256)
     with pytest.raises(tvm_twill.UnsupportedLoopError, match=f"fails the model check \\({kind}\\)"):
         tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+
+
+def test_overlap_counts_groups_statically_and_refuses_what_it_cannot_prove():
+    from tvm_twill.frontend.ir import tvm_ffi
+    from tvm_twill.transforms import wgmma_overlap as ov
+    tirx = tvm.tirx
+    found = []
+    tvm_ffi.structural_walk(_flattened(wgmma_gemm(256)[0]).body, [(tirx.For, lambda f: found.append(f) if int(
+        f.extent) == 4 and "commit_group" in f.script() and "for" not in f.body.script() else None)])
+    (k1,) = found                                   # the inner loop: 4 x (fence, mma, commit, wait_group 0)
+    stripped, groups = ov.overlap_groups([k1], 2)
+    assert groups == 4 and "wait_group" not in stripped[0].script() and "commit_group" in stripped[0].script()
+    v, n = tirx.Var("v", "int32"), tirx.Var("n", "int32")
+    assert ov.overlap_groups([tirx.For(v, 0, 2, tirx.ForKind.SERIAL, k1)], 2) is None   # 8 groups: wait takes 0-7
+    assert ov.overlap_groups([tirx.For(v, 0, n, tirx.ForKind.SERIAL, k1)], 2) is None   # trip count not static
+    assert ov.overlap_groups([tirx.IfThenElse(n > 0, k1, None)], 2) is None             # commits under a branch
+    assert ov.overlap_groups([k1], 1) is None                                           # one slot: deadlock
+    mmas = []
+    tvm_ffi.structural_walk(k1, [(tvm.ir.expr.Call, lambda c: mmas.append(c) if "mma_async" in c.script() else None)])
+    acc = mmas[0].args[0]
+    touch = tirx.BufferStore(acc.source, tvm.tirx.const(0.0, "float32"), list(acc.indices))
+    assert ov.overlap_groups([k1, touch], 2) is None          # the accumulator written while groups are in flight
+    read = tirx.Evaluate(acc)
+    assert ov.overlap_groups([k1, read], 2) is None           # ... or read

@@ -25,7 +25,13 @@ warp_specialize=...)``):
   after every consumer released every slot;
 * consumers: wait ``full[s]`` at ``phase``, run the original body reading
   slot ``s``, ``__syncwarp`` and one lane per warp arrives on ``empty[s]``
-  (``empty`` counts the consumer warps);
+  (``empty`` counts the consumer warps); a wgmma body (sm_90a) instead keeps
+  its groups in flight for one iteration (``transforms.wgmma_overlap``,
+  ``WsKernelFacts.release_lag`` 1): no ``wait_group 0`` per group, one
+  ``wgmma.wait_group G`` per iteration, then the release of the previous
+  iteration's slot, and after the loop ``wait_group 0`` and the last
+  release (off with the loop annotation ``tvm_twill.ws_wgmma_overlap = 0``
+  or ``overlap=False``; never on a one-slot ring, which would deadlock);
 * sm_90a: ``setmaxnreg`` per role from the plan's register budgets, with
   ``__launch_bounds__(threads, 1)`` so ptxas honours them.
 
