@@ -103,3 +103,73 @@ def test_cp_async_lanes_full_count(depth, consumers):
 def test_bad_lanes_are_refused(lanes):
     with pytest.raises(InputError, match="ring lanes must be an integer"):
         RingProtocol(depth=2, consumers=1, lanes=lanes)
+
+
+# ---------------------------------------------------------------------------- wgmma groups in flight (lag 1)
+def _emitted(depth, consumers, groups=4, **kw):
+    """What transforms.wgmma_overlap emits: one iteration's groups in flight, except on a one-slot ring."""
+    if depth < 2:
+        return RingProtocol(depth, consumers, **kw)
+    return RingProtocol(depth, consumers, release_lag=1, groups=groups, wait_pending=groups, **kw)
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+@pytest.mark.parametrize("depth,consumers", DEFAULT_GRID)
+def test_overlapped_wgmma_ring_has_no_violation(depth, consumers, groups):
+    report = check_ring(_emitted(depth, consumers, groups))
+    assert report.ok, report.violations
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("depth,consumers", FULL_GRID)
+def test_overlapped_wgmma_ring_has_no_violation_full_grid(depth, consumers):
+    assert check_ring(_emitted(depth, consumers, 4)).ok
+
+
+def test_fewer_pending_groups_are_still_correct():
+    assert check_ring(RingProtocol(3, 2, release_lag=1, groups=4, wait_pending=0)).ok
+
+
+LAG_BUGS = {
+    "release of slot k-1 before the wait_group": (dict(release_after_read=False), "overwrite"),
+    "wait_group leaves G+1 groups pending": (dict(wait_pending=5), "overwrite"),
+    "no release of the last slot after the loop": (dict(final_release=False), "deadlock"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(LAG_BUGS))
+@pytest.mark.parametrize("depth,consumers", [(2, 1), (2, 2), (3, 2), (4, 3)])
+def test_seeded_lag_bug_is_caught(bug, depth, consumers):
+    fields, kind = LAG_BUGS[bug]
+    report = check_ring(RingProtocol(depth, consumers, release_lag=1, groups=4, **fields))
+    assert not report.ok, f"{bug} not caught"
+    assert report.violations[0].kind == kind, report.violations[0]
+    assert report.violations[0].trace
+
+
+def test_wait_too_large_by_one_with_one_group_per_iteration():
+    report = check_ring(RingProtocol(3, 1, release_lag=1, groups=1, wait_pending=2))
+    assert [v.kind for v in report.violations] == ["overwrite"]
+    assert "has not read iteration 0" in report.violations[0].message
+
+
+def test_missing_final_release_without_tail_is_a_tail_violation():
+    report = check_ring(RingProtocol(3, 1, release_lag=1, groups=4, final_release=False, producer_tail=False))
+    assert [v.kind for v in report.violations] == ["producer-tail"]
+
+
+@pytest.mark.parametrize("consumers", [1, 2])
+def test_one_slot_with_lag_deadlocks(consumers):
+    """The producer refills slot 0 for iteration 1 only after the consumers release iteration 0, which they do
+    only after iteration 1's wait on slot 0: the transform keeps lag 0 on a one-slot ring."""
+    report = check_ring(RingProtocol(1, consumers, release_lag=1, groups=4))
+    assert [v.kind for v in report.violations] == ["deadlock"]
+    assert "producer at iteration 1" in report.violations[0].message
+    assert check_ring(_emitted(1, consumers)).ok
+
+
+@pytest.mark.parametrize("kw", [dict(release_lag=2), dict(release_lag=True), dict(groups=0), dict(groups=65),
+                                dict(wait_pending=-1), dict(wait_pending=True)])
+def test_bad_lag_parameters_are_refused(kw):
+    with pytest.raises(InputError):
+        RingProtocol(depth=2, consumers=1, **kw)

@@ -105,6 +105,7 @@ def test_every_emitted_kernel_passed_the_protocol_check(ws_kernels, arch):
     assert ws.protocol.ok and ws.protocol.states > 100
     assert proto.depth == ws.ring_depth and proto.consumers == ws.facts.consumer_threads // 32
     assert proto.full_init == (1 if arch == "sm_90a" else 32)
+    assert ws.facts.release_lag == 0 and proto.release_lag == 0  # mma.sync consumers: no wgmma groups to overlap
     assert "protocol model check" in plan.explain() and "producer warp" in plan.explain()
 
 

@@ -19,6 +19,7 @@ from tvm_twill.workloads import wgmma_element, wgmma_fragment, wgmma_gemm  # noq
 
 N = 1024
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
+_WAIT_CALL = re.compile(r"wgmma_wait_group_wait_group_sync_aligned_(\d+)\(\)")  # N of each wgmma.wait_group call
 
 
 def _compile(sch, pipeline):
@@ -83,6 +84,7 @@ def test_plain_kernel_has_wgmma_and_per_thread_accumulators(plain_source, tmp_pa
                    "ptx_wgmma_encode_matrix_descriptor", "__launch_bounds__(128)"):
         assert needle in src, needle
     assert "float C_local_ptr[64];" in src  # one thread's 64 registers, not the warp group's 8192
+    assert set(_WAIT_CALL.findall(src)) == {"0"}  # not warp-specialized: every group synchronous, as before
     assert "threadIdx.x) * 64)]" not in src
     log = _ptxas(src, tmp_path)
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in log
@@ -103,12 +105,28 @@ def test_shrink_rewrites_the_accumulator_and_nothing_else():
     assert shrink_thread_fragments(_flattened(tensorcore_gemm(256)[0]))[1] == []  # warp buffers, mma.sync
 
 
-def test_warp_specialized_wgmma_kernel(tmp_path):
+@pytest.fixture(scope="module")
+def ws_kernel():
     sch, k0, _ = wgmma_gemm(N)
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    return sch, k0, plan, _compile(sch, plan.tir_pipeline)
+
+
+def _consumer_loop(src):
+    """(the text of the consumer loop, the text after it) of a warp-specialized kernel's source."""
+    start = src.index("for (int ws_k")
+    depth, i = 0, src.index("{", start)
+    while True:
+        depth += {"{": 1, "}": -1}.get(src[i], 0)
+        if depth == 0:
+            return src[start:i + 1], src[i + 1:]
+        i += 1
+
+
+def test_warp_specialized_wgmma_kernel(ws_kernel, tmp_path):
+    sch, k0, plan, src = ws_kernel
     ws = plan.warp_specialization
     assert plan.applied and ws.chosen and ws.copy == "bulk" and ws.protocol.ok
-    src = _compile(sch, plan.tir_pipeline)
     for needle in ("mbarrier.try_wait.parity", "expect_tx", "elect.sync", "setmaxnreg.dec.sync.aligned",
                    "setmaxnreg.inc.sync.aligned",
                    "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes",
@@ -131,3 +149,100 @@ def test_warp_specialized_wgmma_kernel(tmp_path):
     f = ws.facts
     assert f.producer_threads * ws.registers[0] + f.consumer_threads * ws.registers[1] \
         <= (f.producer_threads + f.consumer_threads) * regs
+
+
+def test_ws_consumer_keeps_one_iteration_of_wgmma_groups_in_flight(ws_kernel, tmp_path):
+    """CUTLASS's Hopper mainloop: per iteration fence/MMA/commit x 4 (no wait), one ``wait_group 4`` (every
+    group of the previous iteration done), then the release of the previous iteration's slot; after the loop
+    ``wait_group 0`` and the release of the last slot."""
+    sch, k0, plan, src = ws_kernel
+    f = plan.warp_specialization.facts
+    assert (f.release_lag, f.wgmma_groups, f.wgmma_wait, f.final_release) == (1, 4, 4, True)
+    proto = f.ring_protocol()
+    assert (proto.release_lag, proto.groups, proto.wait_n) == (1, 4, 4) and plan.warp_specialization.protocol.ok
+    loop, after = _consumer_loop(src)
+    assert _WAIT_CALL.findall(loop) == ["4"]          # exactly one wait, G = 4 commit groups per iteration
+    assert loop.count("commit_group_sync_aligned()") == 1 and "for (int k_1 = 0; k_1 < 4;" in loop
+    wait_at = loop.index("wait_group_sync_aligned_4()")
+    release_at = loop.index("ws_empty_ptr[((ws_k + 5) % 6)]")   # slot of iteration k - 1, ring depth 6
+    assert wait_at < loop.index("if (1 <= ws_k)") < release_at
+    assert _WAIT_CALL.findall(after)[0] == "0" and after.index("sync_aligned_0()") < after.index("ws_empty_ptr[")
+    assert after.index("ws_empty_ptr[") < after.index("C_ptr[")   # released before the epilogue's stores
+    assert '"wgmma.wait_group.sync.aligned 4;"' in src
+    log = _ptxas(src, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log and "C75" not in log
+
+
+def test_ws_overlap_can_be_turned_off(tmp_path):
+    from tvm_twill.model.pipeline import WS_WGMMA_OVERLAP
+    from tvm_twill.transforms.ws_lowering import emit_and_check
+    sch, k0, _ = wgmma_gemm(N)
+    sch.annotate(k0, WS_WGMMA_OVERLAP, 0)
+    plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    assert plan.warp_specialization.facts.release_lag == 0 and plan.warp_specialization.protocol.ok
+    loop, after = _consumer_loop(_compile(sch, plan.tir_pipeline))
+    assert _WAIT_CALL.findall(loop) == ["0"] and "ws_empty_ptr[(ws_k % 6)]" in loop
+    assert not _WAIT_CALL.findall(after)
+    sch.unannotate(k0, WS_WGMMA_OVERLAP)
+    assert emit_and_check(sch.mod, "sm_90a")[0].release_lag == 1
+
+
+def test_ws_one_slot_ring_keeps_synchronous_groups():
+    """Depth 1 with lag 1 deadlocks (tests/test_protocol.py): the transform keeps lag 0."""
+    from tvm_twill.model.pipeline import WS_DEPTH
+    from tvm_twill.transforms.ws_lowering import emit_and_check
+    sch, k0, _ = wgmma_gemm(256)
+    tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    sch.unannotate(k0, WS_DEPTH)
+    sch.annotate(k0, WS_DEPTH, 1)
+    facts, report = emit_and_check(sch.mod, "sm_90a")
+    assert facts.depth == 1 and facts.release_lag == 0 and report.ok
+    sch.unannotate(k0, WS_DEPTH)
+    sch.annotate(k0, WS_DEPTH, 2)
+    facts, report = emit_and_check(sch.mod, "sm_90a")
+    assert facts.depth == 2 and facts.release_lag == 1 and report.ok
+
+
+@pytest.mark.parametrize("field,value,kind", [
+    ("release_last", False, "overwrite"),    # release of slot k-1 before the wait_group
+    ("wgmma_wait", 5, "overwrite"),          # G + 1 groups may stay pending: iteration k-1's not covered
+    ("final_release", False, "deadlock"),    # the last slot is never released: the producer tail waits forever
+])
+def test_a_seeded_overlap_bug_in_the_emitted_kernel_is_refused(monkeypatch, field, value, kind):
+    import dataclasses
+
+    from tvm_twill.transforms import warp_specialize as W
+    real = W.warp_specialize_func
+
+    def buggy(func, arch):
+        new, facts = real(func, arch)
+        return new, (dataclasses.replace(facts, **{field: value}) if facts is not None else None)
+
+    monkeypatch.setattr(W, "warp_specialize_func", buggy)
+    sch, k0, _ = wgmma_gemm(256)
+    with pytest.raises(tvm_twill.UnsupportedLoopError, match=f"fails the model check \\({kind}\\)"):
+        tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+
+
+def test_overlap_counts_groups_statically_and_refuses_what_it_cannot_prove():
+    from tvm_twill.frontend.ir import tvm_ffi
+    from tvm_twill.transforms import wgmma_overlap as ov
+    tirx = tvm.tirx
+    found = []
+    tvm_ffi.structural_walk(_flattened(wgmma_gemm(256)[0]).body, [(tirx.For, lambda f: found.append(f) if int(
+        f.extent) == 4 and "commit_group" in f.script() and "for" not in f.body.script() else None)])
+    (k1,) = found                                   # the inner loop: 4 x (fence, mma, commit, wait_group 0)
+    stripped, groups = ov.overlap_groups([k1], 2)
+    assert groups == 4 and "wait_group" not in stripped[0].script() and "commit_group" in stripped[0].script()
+    v, n = tirx.Var("v", "int32"), tirx.Var("n", "int32")
+    assert ov.overlap_groups([tirx.For(v, 0, 2, tirx.ForKind.SERIAL, k1)], 2) is None   # 8 groups: wait takes 0-7
+    assert ov.overlap_groups([tirx.For(v, 0, n, tirx.ForKind.SERIAL, k1)], 2) is None   # trip count not static
+    assert ov.overlap_groups([tirx.IfThenElse(n > 0, k1, None)], 2) is None             # commits under a branch
+    assert ov.overlap_groups([k1], 1) is None                                           # one slot: deadlock
+    mmas = []
+    tvm_ffi.structural_walk(k1, [(tvm.ir.expr.Call, lambda c: mmas.append(c) if "mma_async" in c.script() else None)])
+    acc = mmas[0].args[0]
+    touch = tirx.BufferStore(acc.source, tvm.tirx.const(0.0, "float32"), list(acc.indices))
+    assert ov.overlap_groups([k1, touch], 2) is None          # the accumulator written while groups are in flight
+    read = tirx.Evaluate(acc)
+    assert ov.overlap_groups([k1, read], 2) is None           # ... or read

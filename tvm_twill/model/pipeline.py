@@ -15,7 +15,7 @@ from typing import Mapping
 from ..errors import InputError
 
 __all__ = ["ANNOTATION_KEYS", "ASYNC_STAGES", "ORDER", "PipelineAnnotation", "STAGE", "WS_DEPTH", "WS_KEYS",
-           "WS_REGISTERS"]
+           "WS_REGISTERS", "WS_WGMMA_OVERLAP"]
 
 #: Loop annotation keys read by InjectSoftwarePipeline (the one place they are spelled).
 STAGE = "software_pipeline_stage"
@@ -29,6 +29,10 @@ ANNOTATION_KEYS = (STAGE, ORDER, ASYNC_STAGES)
 WS_DEPTH = "tvm_twill.ws_depth"
 WS_REGISTERS = "tvm_twill.ws_registers"
 WS_KEYS = (WS_DEPTH, WS_REGISTERS)
+#: Optional (a user's, not written by auto_pipeline): 0 keeps the consumer's wgmma groups synchronous
+#: (``wait_group 0`` after each); absent or 1: one iteration's groups stay in flight where safe
+#: (``transforms.wgmma_overlap``).
+WS_WGMMA_OVERLAP = "tvm_twill.ws_wgmma_overlap"
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,38 @@ producer tail   after the last iteration, for ``depth``  ``empty[s].parity != ph
                 more acquires                          every slot was released before the producer exits
 ==============  =====================================  ===========================================
 
+With ``release_lag`` 1 (the wgmma consumer of ``transforms.wgmma_overlap``:
+the reads of a slot are asynchronous wgmma groups, left in flight across one
+iteration) the consumer rows are, for a consumer with ``pending`` groups
+not yet complete (initially 0):
+
+==============  =====================================  ===========================================
+agent           guard                                  effect
+==============  =====================================  ===========================================
+consumer g      ``full[s].parity != ph``               wait: the data of iteration ``i`` is visible
+  wait
+consumer g      waited                                 issue ``groups`` commit groups reading slot
+  issue                                                ``s`` (checked: it holds iteration ``i``);
+                                                       ``pending += groups``
+consumer g      issued                                 ``wgmma.wait_group N``: ``pending = min(pending,
+  wait_group                                           N)``, the oldest groups complete (in order)
+consumer g      waited for the groups                  ``i >= 1``: ``empty[(i - 1) mod depth].arrive``
+  release                                              (slot of iteration ``i - 1``); advance
+consumer g      after the last iteration               ``wait_group 0``: ``pending = 0``
+  final wait
+consumer g      final wait                             ``empty[(N - 1) mod depth].arrive``
+  final release
+==============  =====================================  ===========================================
+
+A read of iteration ``j`` is complete once the consumer's completed groups
+(issued minus pending) cover iteration ``j``'s; the overwrite and tail
+checks use that.  Groups complete as late as the waits allow, the worst
+case for the slots they read (completing earlier never blocks an agent: a
+``wait_group`` waits for nothing outside the consumer).  With one slot
+this protocol deadlocks (the producer refills slot 0 for iteration 1 only
+after the consumer's release of iteration 0, which follows iteration 1's
+wait on that slot), so code generation keeps ``release_lag`` 0 there.
+
 Barrier initial counts: ``full`` 1 (the producer's one arrival), ``empty``
 ``consumers`` (one arrival per consumer group).
 
@@ -64,7 +96,9 @@ of the consumer groups are merged (symmetry reduction); the explored state
 count is reported.  The ``RingProtocol`` fields other than ``depth``,
 ``consumers`` and ``tma`` describe what code generation emits; the seeded
 bugs of the tests are one-field changes of them (a missing phase flip, a
-wrong arrival count, a release before the last read, no producer tail).
+wrong arrival count, a release before the last read, no producer tail; with
+``release_lag`` 1: a release before the ``wait_group``, a wait leaving too
+many groups pending, no final release, one slot).
 """
 from __future__ import annotations
 
@@ -78,6 +112,7 @@ __all__ = ["ProtocolReport", "ProtocolViolation", "RingProtocol", "check_ring"]
 # Local program counters.
 _ACQUIRE, _ISSUE, _TAIL, _DONE = 0, 1, 2, 3          # producer
 _WAIT, _READ, _RELEASE, _FINISHED = 0, 1, 2, 3       # consumer
+_WAITGROUP, _FINAL_WAIT, _FINAL_RELEASE = 4, 5, 6     # consumer, release_lag 1 (_READ issues the async reads)
 _EMPTY, _INFLIGHT, _READY, _PARTIAL = 0, 1, 2, 3      # slot contents (_PARTIAL: some lanes' copies landed)
 
 
@@ -98,6 +133,15 @@ class RingProtocol:
     (cp.async: each lane's ``.noinc`` arrival when its copies land, modelled
     as one step; TMA: the one elected lane's ``arrive.expect_tx``); the
     correct ``full_count`` is then ``lanes``.
+
+    ``release_lag`` 1: the consumer's reads are asynchronous (wgmma groups
+    left in flight, ``transforms.wgmma_overlap``): iteration ``i`` issues
+    ``groups`` commit groups reading its slot, then ``wgmma.wait_group
+    wait_pending`` (None: ``groups``, the correct value) and releases the
+    slot of iteration ``i - 1``; after the loop ``wait_group 0`` and, when
+    ``final_release``, the release of the last iteration's slot.
+    ``release_after_read`` False then means the release of ``i - 1`` comes
+    before the ``wait_group``.
     """
 
     depth: int
@@ -110,6 +154,10 @@ class RingProtocol:
     release_after_read: bool = True
     producer_tail: bool = True
     lanes: int = 1
+    release_lag: int = 0
+    groups: int = 1
+    wait_pending: int | None = None
+    final_release: bool = True
 
     def __post_init__(self):
         for name in ("depth", "consumers"):
@@ -118,6 +166,13 @@ class RingProtocol:
                 raise InputError(f"ring {name} must be an integer in [1, 64], got {v!r}")
         if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or not 1 <= self.lanes <= 1024:
             raise InputError(f"ring lanes must be an integer in [1, 1024], got {self.lanes!r}")
+        if self.release_lag not in (0, 1) or isinstance(self.release_lag, bool):
+            raise InputError(f"ring release_lag must be 0 or 1, got {self.release_lag!r}")
+        if isinstance(self.groups, bool) or not isinstance(self.groups, int) or not 1 <= self.groups <= 64:
+            raise InputError(f"ring groups must be an integer in [1, 64], got {self.groups!r}")
+        w = self.wait_pending
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+            raise InputError(f"ring wait_pending must be an integer >= 0 or None, got {w!r}")
         for name in ("full_count", "empty_count"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -130,6 +185,10 @@ class RingProtocol:
     @property
     def empty_init(self) -> int:
         return self.consumers if self.empty_count is None else self.empty_count
+
+    @property
+    def wait_n(self) -> int:
+        return self.groups if self.wait_pending is None else self.wait_pending
 
 
 @dataclass(frozen=True)
@@ -162,13 +221,17 @@ def _phase(i: int, depth: int, flips: bool) -> int:
     return (i // depth) % 2 if flips else 0
 
 
-def _has_read(cons: tuple, j: int, read_then_release: bool) -> bool:
-    """Has a consumer at local state ``cons`` = (i, pc) read iteration ``j``?"""
-    i, pc = cons
+def _has_read(cons: tuple, j: int, proto: RingProtocol) -> bool:
+    """Has a consumer at local state ``cons`` = (i, pc, pending) read iteration ``j``?"""
+    i, pc, pending = cons
+    if proto.release_lag:
+        # asynchronous reads: the groups issued so far minus those still pending have completed, in order
+        issued = proto.groups * (i + (pc in (_WAITGROUP, _RELEASE)))
+        return issued - pending >= proto.groups * (j + 1)
     if i != j:
         return i > j
     # at iteration j it has read once past _READ, which only the read-then-release order has
-    return read_then_release and pc == _RELEASE
+    return proto.release_after_read and pc == _RELEASE
 
 
 def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states: int = 2_000_000) -> ProtocolReport:
@@ -182,15 +245,26 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
     N = proto.depth + 2 if iterations is None else int(iterations)
     if N < 1:
         raise InputError(f"iterations must be >= 1, got {iterations!r}")
-    order = (_READ, _RELEASE) if proto.release_after_read else (_RELEASE, _READ)
-    # consumer program: WAIT -> order[0] -> order[1] -> next iteration
-    next_pc = {_WAIT: order[0], order[0]: order[1]}
+    G, lag = proto.groups, proto.release_lag
+    if lag:
+        # consumer program: WAIT -> READ (issue) -> WAITGROUP/RELEASE (in this order when release_after_read)
+        order = (_WAITGROUP, _RELEASE) if proto.release_after_read else (_RELEASE, _WAITGROUP)
+        next_pc = {_WAIT: _READ, _READ: order[0], order[0]: order[1]}
+    else:
+        order = (_READ, _RELEASE) if proto.release_after_read else (_RELEASE, _READ)
+        # consumer program: WAIT -> order[0] -> order[1] -> next iteration
+        next_pc = {_WAIT: order[0], order[0]: order[1]}
+
+    def advance(i):
+        if i + 1 < N:
+            return (i + 1, _WAIT)
+        return (i + 1, _FINAL_WAIT if lag else _FINISHED)
 
     # state: (producer (i, pc), consumers (sorted tuple of (i, pc)), full, empty, slots)
     #   full/empty: tuple of (parity, pending, tx) per slot; slots: tuple of (iteration, status)
     bar_full = tuple((0, proto.full_init, 0) for _ in range(D))
     bar_empty = tuple((0, proto.empty_init, 0) for _ in range(D))
-    start = ((0, _ACQUIRE if N else _TAIL), tuple((0, _WAIT) for _ in range(C)), bar_full, bar_empty,
+    start = ((0, _ACQUIRE if N else _TAIL), tuple((0, _WAIT, 0) for _ in range(C)), bar_full, bar_empty,
              tuple((-1, _EMPTY) for _ in range(D)))
 
     def settle(bar, s, init):
@@ -228,7 +302,7 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
                     nxt = (pi + 1, _DONE if last else _TAIL)
                     label = f"producer tail acquires slot {s}"
                     if last:
-                        pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto.release_after_read)]
+                        pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto)]
                         if pending or any(st in (_INFLIGHT, _PARTIAL) for _, st in slots):
                             out.append(ProtocolViolation(
                                 "producer-tail", "the producer exits while tiles are unread or copies in flight",
@@ -239,7 +313,7 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
             s = pi % D
             prev = slots[s][0]
             if prev >= 0:
-                unread = [g for g in range(C) if not _has_read(cons[g], prev, proto.release_after_read)]
+                unread = [g for g in range(C) if not _has_read(cons[g], prev, proto)]
                 if unread:
                     out.append(ProtocolViolation(
                         "overwrite", f"the producer writes iteration {pi} into slot {s} while a consumer group has "
@@ -252,7 +326,7 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
             else:
                 nxt = (pi + 1, _TAIL) if proto.producer_tail else (pi + 1, _DONE)
             if nxt[1] == _DONE:
-                pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto.release_after_read)]
+                pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto)]
                 if pending:
                     out.append(ProtocolViolation(
                         "producer-tail", "the producer exits (no tail) while tiles are unread or copies in flight",
@@ -279,19 +353,19 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
                 out.append((f"copy of iteration {it} lands in slot {s}", ((pi, ppc), cons, nfull, empty, nslots)))
         # consumers (identical programs: one representative per distinct local state)
         seen = set()
-        for g, (ci, cpc) in enumerate(cons):
-            if (ci, cpc) in seen or cpc == _FINISHED:
+        for g, (ci, cpc, cpend) in enumerate(cons):
+            if cons[g] in seen or cpc == _FINISHED:
                 continue
-            seen.add((ci, cpc))
+            seen.add(cons[g])
             s = ci % D
             ph = _phase(ci, D, proto.consumer_flips_phase)
             ncons = list(cons)
+            nfull, nempty = full, empty
             if cpc == _WAIT:
                 if full[s][0] == ph:
                     continue
-                ncons[g] = (ci, next_pc[_WAIT])
+                ncons[g] = (ci, next_pc[_WAIT], cpend)
                 label = f"consumer waits slot {s} (iteration {ci})"
-                nfull, nempty = full, empty
             elif cpc == _READ:
                 it, st = slots[s]
                 if it != ci or st != _READY:
@@ -300,13 +374,33 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
                         "read-before-commit", f"a consumer group reads slot {s} for iteration {ci} but it holds {what}",
                         (f"consumer reads slot {s} (iteration {ci})",)))
                     return out
-                label = f"consumer reads slot {s} (iteration {ci})"
-                nfull, nempty = full, empty
-                ncons[g] = (ci, next_pc[_READ]) if _READ in next_pc else _advance(ci, N)
-            else:  # _RELEASE
-                label = f"consumer releases slot {s} (iteration {ci})"
-                nfull, nempty = full, arrive(empty, s, proto.empty_init)
-                ncons[g] = (ci, next_pc[_RELEASE]) if _RELEASE in next_pc else _advance(ci, N)
+                if lag:
+                    label = f"consumer issues {G} wgmma group(s) reading slot {s} (iteration {ci})"
+                    cpend += G
+                else:
+                    label = f"consumer reads slot {s} (iteration {ci})"
+                ncons[g] = (ci, next_pc[_READ], cpend) if _READ in next_pc else (*advance(ci), cpend)
+            elif cpc == _WAITGROUP:
+                # the reads complete as late as the wait allows: the worst case for the slots they read
+                label = f"consumer wgmma.wait_group {proto.wait_n} (iteration {ci})"
+                cpend = min(cpend, proto.wait_n)
+                ncons[g] = (ci, next_pc[_WAITGROUP], cpend) if _WAITGROUP in next_pc else (*advance(ci), cpend)
+            elif cpc == _RELEASE:
+                if lag and ci == 0:
+                    label = "consumer releases nothing (iteration 0)"
+                else:
+                    rs = (ci - lag) % D
+                    label = f"consumer releases slot {rs} (iteration {ci - lag})"
+                    nempty = arrive(empty, rs, proto.empty_init)
+                ncons[g] = (ci, next_pc[_RELEASE], cpend) if _RELEASE in next_pc else (*advance(ci), cpend)
+            elif cpc == _FINAL_WAIT:
+                label = "consumer wgmma.wait_group 0 after the loop"
+                ncons[g] = (ci, _FINAL_RELEASE if proto.final_release else _FINISHED, 0)
+            else:  # _FINAL_RELEASE
+                rs = (N - 1) % D
+                label = f"consumer releases slot {rs} (iteration {N - 1}) after the loop"
+                nempty = arrive(empty, rs, proto.empty_init)
+                ncons[g] = (ci, _FINISHED, cpend)
             out.append((label, ((pi, ppc), tuple(sorted(ncons)), nfull, nempty, slots)))
         return out
 
@@ -325,11 +419,11 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
     while queue and not violations:
         state = queue.popleft()
         succ = successors(state)
-        finished = state[0][1] == _DONE and all(pc == _FINISHED for _, pc in state[1])
+        finished = state[0][1] == _DONE and all(pc == _FINISHED for _, pc, _ in state[1])
         if not succ and not finished:
             (pi, ppc), cons = state[0], state[1]
             stuck = [f"producer at iteration {pi}" if ppc != _DONE else None] + \
-                [f"a consumer group at iteration {ci}" for ci, pc in cons if pc != _FINISHED]
+                [f"a consumer group at iteration {ci}" for ci, pc, _ in cons if pc != _FINISHED]
             violations.append(ProtocolViolation("deadlock", "no agent can move: " + ", ".join(
                 s for s in stuck if s), trace(state)))
             break
@@ -346,6 +440,3 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
                 queue.append(nxt)
     return ProtocolReport(protocol=proto, iterations=N, states=len(parent), violations=tuple(violations))
 
-
-def _advance(i: int, n: int) -> tuple[int, int]:
-    return (i + 1, _WAIT) if i + 1 < n else (i + 1, _FINISHED)

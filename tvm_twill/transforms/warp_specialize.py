@@ -28,7 +28,13 @@ warp_specialize=...)``):
   after every consumer released every slot;
 * consumers: wait ``full[s]`` at ``phase``, run the original body reading
   slot ``s``, ``__syncwarp`` and one lane per warp arrives on ``empty[s]``
-  (``empty`` counts the consumer warps);
+  (``empty`` counts the consumer warps); a wgmma body (sm_90a) instead keeps
+  its groups in flight for one iteration (``transforms.wgmma_overlap``,
+  ``WsKernelFacts.release_lag`` 1): no ``wait_group 0`` per group, one
+  ``wgmma.wait_group G`` per iteration, then the release of the previous
+  iteration's slot, and after the loop ``wait_group 0`` and the last
+  release (off with the loop annotation ``tvm_twill.ws_wgmma_overlap = 0``
+  or ``overlap=False``; never on a one-slot ring, which would deadlock);
 * sm_90a: ``setmaxnreg`` per role from the plan's register budgets, with
   ``__launch_bounds__(threads, 1)`` so ptxas honours them.
 
@@ -45,7 +51,8 @@ from dataclasses import dataclass
 
 from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
-from ..model.pipeline import WS_DEPTH, WS_REGISTERS
+from ..model.pipeline import WS_DEPTH, WS_REGISTERS, WS_WGMMA_OVERLAP
+from . import wgmma_overlap as _ov
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
 
 __all__ = ["WsKernelFacts", "warp_specialize_func"]
@@ -72,6 +79,10 @@ class WsKernelFacts:
     release_last: bool = True                 # the consumers' arrive on empty[s] follows every read of the slot
     copy_plans: tuple[str, ...] = ()          # how each producer statement is issued, per slot
     tensor_maps: tuple = ()                   # tma_copy.TensorMapSpec of each TMA tensor copy
+    release_lag: int = 0                      # 1: iteration k releases slot k-1 after its wgmma.wait_group
+    wgmma_groups: int = 0                     # lag 1: wgmma commit groups per consumer iteration
+    wgmma_wait: int = 0                       # lag 1: N of the wgmma.wait_group N ending each iteration
+    final_release: bool = True                # lag 1: wait_group 0 + release of the last slot after the loop
 
     def ring_protocol(self):
         """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""
@@ -83,7 +94,10 @@ class WsKernelFacts:
                             empty_count=self.empty_count,
                             producer_flips_phase=tuple(p ^ 1 for p in self.producer_parities) == want,
                             consumer_flips_phase=self.consumer_parities == want,
-                            release_after_read=self.release_last, producer_tail=self.tail_acquires >= self.depth)
+                            release_after_read=self.release_last, producer_tail=self.tail_acquires >= self.depth,
+                            release_lag=self.release_lag, groups=max(1, self.wgmma_groups),
+                            wait_pending=self.wgmma_wait if self.release_lag else None,
+                            final_release=self.final_release)
 
 
 def _static_shared(body) -> bool:
@@ -266,8 +280,11 @@ def _wait(bar_ptr, parity, sm90: bool, done):
 
 
 # ---------------------------------------------------------------------------- the rewrite
-def warp_specialize_func(func, arch: str):
-    """Rewrite the annotated loop of one lowered PrimFunc; returns (new func, WsKernelFacts) or (func, None)."""
+def warp_specialize_func(func, arch: str, overlap: bool | None = None):
+    """Rewrite the annotated loop of one lowered PrimFunc; returns (new func, WsKernelFacts) or (func, None).
+
+    ``overlap``: keep wgmma groups in flight across consumer iterations where safe (``wgmma_overlap``);
+    None reads the loop's ``tvm_twill.ws_wgmma_overlap`` annotation (default 1)."""
     path = _path_to(func.body, lambda s: isinstance(s, tirx.For) and WS_DEPTH in (s.annotations or {}))
     if path is None:
         return func, None
@@ -476,14 +493,21 @@ def warp_specialize_func(func, arch: str):
     # ---- consumer
     it_c = tirx.Var("ws_k", "int32")
     slot_c, phase_c = slot_phase(it_c)
-    cons_stmts = [_remap(s, rings, slot_c) for s in consumer]
-    release = tirx.SeqStmt([
-        tirx.Evaluate(T.cuda.warp_sync()),
-        tirx.IfThenElse(lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([slot_c]))),
-                        None)])
-    cons_body = _subst(tirx.SeqStmt([_wait(full.ptr_to([slot_c]), phase_c, sm90, done), *cons_stmts, release]),
-                       [(loop.loop_var, loop.min + it_c)])
-    cons_loop = tirx.For(it_c, _i32(0), trip, tirx.ForKind.SERIAL, cons_body)
+    cons_stmts = [_subst(_remap(s, rings, slot_c), [(loop.loop_var, loop.min + it_c)]) for s in consumer]
+
+    def release_of(s):
+        return tirx.SeqStmt([tirx.Evaluate(T.cuda.warp_sync()), tirx.IfThenElse(
+            lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]))), None)])
+    head = _wait(full.ptr_to([slot_c]), phase_c, sm90, done)
+    if overlap is None:
+        overlap = bool(int(loop.annotations.get(WS_WGMMA_OVERLAP, 1)))
+    ov = _ov.overlap_groups(cons_stmts, depth) if overlap else None
+    if ov is None:   # synchronous: release slot k at the end of iteration k
+        cons_body = tirx.SeqStmt([head, *cons_stmts, release_of(slot_c)])
+        cons_loop = tirx.For(it_c, _i32(0), trip, tirx.ForKind.SERIAL, cons_body)
+    else:            # wgmma groups of iteration k in flight while k+1 issues: release slot k-1 (wgmma_overlap)
+        cons_loop = _ov.overlapped_loop(it_c, trip, head, ov[0], ov[1], release_of, lambda i: slot_phase(i)[0])
+        cons_body = cons_loop.seq[0].body
 
     # ---- reassemble: the innermost thread attr's body, loop replaced, becomes the consumer branch
     inner_attr = path[inner_i]
@@ -539,6 +563,8 @@ def warp_specialize_func(func, arch: str):
     cons_seq = list(cons_body.seq) if isinstance(cons_body, tirx.SeqStmt) else [cons_body]
     reads = [i for i, st in enumerate(cons_seq) if any(_uses_var(st, r) for r, _ in rings.values())]
     releases = [i for i, st in enumerate(cons_seq) if _uses_var(st, empty)]
+    waits = [i for i, st in enumerate(cons_seq) if _ov.is_wait_group(st)]   # lag 1: the release follows it
+    after = list(cons_loop.seq[1:]) if ov is not None else []
 
     tail_n = const_int(tail.extent)
     facts = WsKernelFacts(depth=depth, consumer_threads=n_threads, producer_threads=producer_threads,
@@ -547,6 +573,9 @@ def warp_specialize_func(func, arch: str):
                           producer_statements=len(copies),
                           producer_parities=parities(prod_parity, it),
                           consumer_parities=parities(phase_c, it_c), tail_acquires=tail_n,
-                          release_last=bool(releases) and min(releases) > max(reads, default=-1),
+                          release_last=bool(releases) and min(releases) > max(reads + waits, default=-1),
+                          release_lag=0 if ov is None else 1, wgmma_groups=0 if ov is None else ov[1],
+                          wgmma_wait=_ov.wait_group_count(cons_seq[waits[-1]]) if waits else 0,
+                          final_release=ov is None or any(_uses_var(st, empty) for st in after),
                           copy_plans=tuple(plans), tensor_maps=tuple(tensor_maps))
     return func.with_body(new_fbody), facts
