@@ -103,6 +103,9 @@ class WarpSpecialization:
                          + "; ".join(f"{k} = {v}" for k, v in self.barriers.items()))
             if self.facts is not None and self.facts.copy_plans:
                 lines.append("  producer copies per slot: " + "; ".join(self.facts.copy_plans))
+            if self.facts is not None and self.facts.release_lag:
+                lines.append(f"  consumer wgmma: {self.facts.wgmma_groups} commit groups per iteration stay in "
+                             f"flight (wgmma.wait_group {self.facts.wgmma_wait}), slot k-1 released after it")
             if self.registers:
                 lines.append(f"  setmaxnreg: producer {self.registers[0]}, consumers {self.registers[1]} "
                              "registers per thread")

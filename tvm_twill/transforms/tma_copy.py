@@ -196,6 +196,8 @@ def _tensor(func, copy, plan, origin, ring, ana, index) -> TileCopy | None:
     shape = [const_int(d) for d in gbuf.shape]
     if any(d is None for d in shape) or (gbuf.strides and len(gbuf.strides)):
         return None  # symbolic shapes and strided parameters keep the bulk copies
+    if const_int(gbuf.elem_offset) != 0 or const_int(copy.store.value.source.elem_offset) != 0:
+        return None  # the tensor map starts at the data pointer itself
     strides = [1] * len(shape)
     for j in range(len(shape) - 2, -1, -1):
         strides[j] = strides[j + 1] * shape[j + 1]

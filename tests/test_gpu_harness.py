@@ -1,0 +1,97 @@
+"""The GPU launcher of kernels with tensor-map parameters (bench/gpu_gemm_run.py), against a fake driver.
+
+No GPU here: ``cuda.bindings.driver`` is replaced by a recorder, so the test
+checks what the launcher would ask the driver for: one ``cuTensorMapEncodeTiled``
+per tensor map with the manifest's dimensions, strides and box on the right
+tensor, and one ``cuLaunchKernel`` whose parameters are the encoded maps and
+the pointers, in the kernel's parameter order.
+"""
+from __future__ import annotations
+
+import enum
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("gpu_gemm_run", ROOT / "bench" / "gpu_gemm_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake_driver(calls):
+    d = types.SimpleNamespace()
+    d.CUresult = enum.IntEnum("CUresult", {"CUDA_SUCCESS": 0, "CUDA_ERROR": 1}, start=0)
+    d.CUtensorMapDataType = enum.IntEnum("T", {"CU_TENSOR_MAP_DATA_TYPE_FLOAT16": 6,
+                                               "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16": 9,
+                                               "CU_TENSOR_MAP_DATA_TYPE_FLOAT32": 7})
+    d.CUtensorMapInterleave = enum.IntEnum("I", {"CU_TENSOR_MAP_INTERLEAVE_NONE": 0}, start=0)
+    d.CUtensorMapSwizzle = enum.IntEnum("S", {"NONE": 0, "B32": 1, "B64": 2, "B128": 3}, start=0)
+    d.CUtensorMapL2promotion = enum.IntEnum("L", {"CU_TENSOR_MAP_L2_PROMOTION_NONE": 0}, start=0)
+    d.CUtensorMapFloatOOBfill = enum.IntEnum("O", {"CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE": 0}, start=0)
+    d.CUfunction_attribute = enum.IntEnum("F", {"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": 8})
+    d.cuuint64_t = d.cuuint32_t = int
+    d.CUstream = lambda h: ("stream", h)
+    ok = d.CUresult.CUDA_SUCCESS
+
+    def record(name, result):
+        def fn(*args):
+            calls.append((name, args))
+            return (ok, result) if result is not None else (ok,)
+        return fn
+
+    d.cuModuleLoadData = record("load", "module")
+    d.cuModuleGetFunction = record("function", "fn")
+    d.cuFuncSetAttribute = record("attribute", None)
+    encoded = iter(range(100))
+    d.cuTensorMapEncodeTiled = lambda *a: (calls.append(("encode", a)) or (ok, f"tmap{next(encoded)}"))
+    d.cuLaunchKernel = record("launch", None)
+    return d
+
+
+class _Tensor:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def data_ptr(self):
+        return self.ptr
+
+
+def test_tensor_map_kernel_is_encoded_and_launched_in_parameter_order(tmp_path, monkeypatch):
+    calls = []
+    drv = _fake_driver(calls)
+    cuda = types.ModuleType("cuda")
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.driver = drv
+    cuda.bindings = bindings
+    monkeypatch.setitem(sys.modules, "cuda", cuda)
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", drv)
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        current_stream=lambda: types.SimpleNamespace(cuda_stream=42)))
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"cubin")
+    maps = [{"param": "A_tmap0", "buffer": "A", "dtype": "float16", "rank": 3, "global_dims": [8, 4096, 512],
+             "global_strides": [8192, 16], "box": [8, 64, 8], "element_strides": [1, 1, 1], "swizzle": 0},
+            {"param": "B_tmap1", "buffer": "B", "dtype": "float16", "rank": 3, "global_dims": [8, 4096, 512],
+             "global_strides": [8192, 16], "box": [8, 128, 8], "element_strides": [1, 1, 1], "swizzle": 0}]
+    v = {"name": "wgmma_ws", "kernel": "main_kernel", "args": ["A_tmap0", "B_tmap1", "C"], "grid": [32, 64, 1],
+         "block": [256, 1, 1], "dyn_smem": 147456, "tensor_maps": maps}
+    bufs = {"A": _Tensor(1000), "B": _Tensor(2000), "C": _Tensor(3000)}
+    launch = _load_runner().driver_launcher(cubin, v, bufs, torch)
+    launch()
+    encodes = [a for n, a in calls if n == "encode"]
+    assert [e[2] for e in encodes] == [1000, 2000]  # A's map on A, B's on B
+    assert encodes[0][1] == 3 and encodes[0][3] == [8, 4096, 512] and encodes[0][4] == [8192, 16]
+    assert encodes[1][5] == [8, 128, 8] and encodes[1][6] == [1, 1, 1] and int(encodes[1][8]) == 0
+    assert ("attribute", ("fn", drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                          147456)) in calls
+    (_, launch_args), = [c for c in calls if c[0] == "launch"]
+    fn, gx, gy, gz, bx, by, bz, smem, stream, (values, kinds), extra = launch_args
+    assert (gx, gy, gz, bx, by, bz, smem) == (32, 64, 1, 256, 1, 1, 147456) and stream == ("stream", 42)
+    assert values == ("tmap0", "tmap1", 3000) and kinds[:2] == (None, None) and kinds[2] is not None
