@@ -187,3 +187,67 @@ def _replay_tma(spec, coords):
         assert 0 <= coords[d] and coords[d] + spec.box[d] <= spec.global_dims[d]  # no out-of-bounds fill
         out = [o + (coords[d] + j) * strides[d] for j in range(spec.box[d]) for o in out]
     return out
+
+
+def test_emitted_bulk_rows_copy_what_the_copy_nest_copies():
+    """TVM's padded mma tiles on sm_90a: replay every emitted row copy (its loop over rows, its byte count)
+    for every block and iteration and compare the (global, slot) element pairs with the original nest's."""
+    tvm = pytest.importorskip("tvm")
+    np = pytest.importorskip("numpy")
+    import tvm_ffi
+    from tvm import tirx
+
+    from tvm_twill.frontend.lowering import pipeline_prefix_passes
+    from tvm_twill.transforms import tma_copy
+    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.workloads import tensorcore_gemm
+
+    n, depth = 256, 2
+    sch, k0, _ = tensorcore_gemm(n)
+    sch.annotate(k0, "tvm_twill.ws_depth", depth)
+    tgt = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}).with_host(tvm.target.Target("llvm"))
+    mod = tvm.tirx.transform.BindTarget(tgt)(sch.mod)
+    passes = pipeline_prefix_passes() + [tvm.s_tir.transform.TransformMmaBufferLayout(),
+                                         tvm.s_tir.transform.LowerOpaqueBlock(), tvm.tirx.transform.FlattenBuffer()]
+    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
+        func = tvm.transform.Sequential(passes)(mod)["main"]
+    new, facts = W.warp_specialize_func(func, "sm_90a")
+    assert all("rows" in p for p in facts.copy_plans)
+    rows = []
+    tvm_ffi.structural_walk(new.body, [(tirx.For, lambda f: rows.append(f) if f.loop_var.name.startswith("ws_r")
+                                        else None)])
+    path = W._path_to(func.body, lambda s: isinstance(s, tirx.For) and "tvm_twill.ws_depth" in (s.annotations or {}))
+    loop = path[-1]
+    tv = {s.node.thread_tag: (s.node.var, int(s.value)) for s in path if isinstance(s, tirx.AttrStmt)
+          and s.attr_key == "thread_extent"}
+    body = W._flatten(loop.body)
+    tiles = [s.buffer for s in body if isinstance(s, tirx.AllocBuffer)]
+    copies = [c for c in (W._parse_copy(s, tiles) for s in body if not isinstance(s, tirx.AllocBuffer)) if c]
+    assert len(rows) == len(copies) == 2
+    for copy, row_loop in zip(copies, rows):
+        call = row_loop.body.value
+        dst = call.args[0].args[0].args[0]      # cvta(address_of(ring[i]))
+        src = call.args[1].args[0]              # address_of(G[j])
+        run = int(call.args[2].value) // 2      # fp16 elements per row copy
+        slot_elems = int(dst.source.shape[0]) // depth
+        pvars = [tv[t] for t in ("threadIdx.x", "threadIdx.y")] + [(v, int(e)) for v, _, e in copy.loops] + \
+            [(copy.vec[0], int(copy.vec[2]))]
+        grids = np.meshgrid(*[np.arange(e) for _, e in pvars], indexing="ij")
+        free = []
+        tvm_ffi.structural_walk(call, [(tirx.Var, lambda v: free.append(v))])
+        it = next(v for v in free if v.name == "ws_p")
+        nby, nk = tv["blockIdx.y"][1], int(loop.extent)
+        for by in sorted({0, 1, nby // 2, nby - 1}):      # first, second, middle and last: every
+            for k in sorted({0, 1, depth, nk - 1}):         # term of the addresses moves at least once
+                outer = [(tv["blockIdx.x"][0], 0), (tv["blockIdx.y"][0], by)]
+                env = [(v, g.ravel()) for (v, _), g in zip(pvars, grids)] + outer + [(loop.loop_var, k)]
+                size = grids[0].size
+                want = set(zip(np.broadcast_to(tma_copy._evaluate(copy.store.value.indices[0], env), size).tolist(),
+                               np.broadcast_to(tma_copy._evaluate(copy.store.indices[0], env), size).tolist()))
+                got = set()
+                for r in range(int(row_loop.extent)):
+                    e2 = outer + [(it, k), (row_loop.loop_var, r)]
+                    g0 = tma_copy._evaluate(src.indices[0], e2)
+                    s0 = tma_copy._evaluate(dst.indices[0], e2) - (k % depth) * slot_elems
+                    got |= {(g0 + e, s0 + e) for e in range(run)}
+                assert got == want
