@@ -16,7 +16,7 @@ from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for th
 __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
            "children", "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
-           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes",
+           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes", "substitute",
            "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
@@ -43,6 +43,11 @@ def const_int(expr) -> int | None:
     except Exception:  # noqa: BLE001 - anything non-simplifiable is "not constant"
         return None
     return int(e.value) if isinstance(e, tirx.IntImm) else None
+
+
+def substitute(node, vmap):
+    """``node`` with each variable ``k`` of the pairs ``vmap`` = [(k, expr)] replaced by its ``expr``."""
+    return tvm_ffi.structural_map(node, [(tirx.Var, lambda v: next((e for k, e in vmap if k.same_as(v)), v))])
 
 
 def dtype_bytes(dtype) -> float:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
+from ..frontend.ir import substitute as _subst
 from ..model.tma import CopyPlan, plan_copy
 
 __all__ = ["TensorMapSpec", "TileCopy", "plan_tile_copy"]
@@ -100,10 +101,6 @@ def _free_vars(expr) -> list:
     out = []
     tvm_ffi.structural_walk(expr, [(tirx.Var, lambda v: out.append(v))])
     return out
-
-
-def _subst(node, vmap):
-    return tvm_ffi.structural_map(node, [(tirx.Var, lambda v: next((e for k, e in vmap if k.same_as(v)), v))])
 
 
 def _i32(x):

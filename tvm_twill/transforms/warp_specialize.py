@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
+from ..frontend.ir import substitute as _subst
 from ..model.pipeline import WS_DEPTH, WS_REGISTERS, WS_WGMMA_OVERLAP
 from . import wgmma_overlap as _ov
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
@@ -160,10 +161,6 @@ def _stores(stmt) -> list:
     out = []
     tvm_ffi.structural_walk(stmt, [(tirx.BufferStore, lambda s: out.append(s))])
     return out
-
-
-def _subst(node, vmap):
-    return tvm_ffi.structural_map(node, [(tirx.Var, lambda v: next((e for k, e in vmap if k.same_as(v)), v))])
 
 
 # ---------------------------------------------------------------------------- copies
