@@ -26,7 +26,8 @@ def run(script, *args):
 
 
 def test_every_tutorial_is_tested():
-    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py", "metaschedule_tuning.py"}
+    tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py", "metaschedule_tuning.py",
+              "warp_specialized_gemm.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -55,6 +56,17 @@ def test_auto_pipeline_gemm():
     assert "auto_pipeline: loop 'k_0_0'" in out
     assert "model II per k_0_0 iteration: auto_pipeline" in out
     assert "cp.async.wait_group counts in the kernel:" in out
+
+
+@needs_tvm
+def test_warp_specialized_gemm():
+    out = run("warp_specialized_gemm.py", "--no-nvcc", "--n", "1024")
+    assert "warp_specialize='auto': not specialized" in out or "warp_specialize='auto': specialized" in out
+    assert "protocol model check: no deadlock" in out and "tir_pipeline='tvm_twill_ws'" in out
+    assert "const __grid_constant__ CUtensorMap A_tmap0" in out
+    counts = dict(re.findall(r"^    (\S.*?)\s+(\d+) call sites$", out, re.M))
+    assert counts["TMA tensor copies"] == "2" and counts["elect.sync"] == "1" and counts["setmaxnreg"] == "2"
+    assert counts["wgmma.mma_async"] == "1" and counts["bulk copies"] == "0"
 
 
 @needs_tvm

@@ -98,8 +98,10 @@ class WarpSpecialization:
         if self.chosen:
             for role, stmts in self.roles.items():
                 lines.append(f"  {role}: {', '.join(stmts)}")
-            lines.append(f"  ring: {self.ring_depth} slots, copies by "
-                         f"{self.copy or 'cp.async.bulk or cp.async (decided when the kernel is emitted)'}; barriers: "
+            engine = {"bulk": "TMA (the full barrier completes by bytes)",
+                      "cp.async": "cp.async (each lane's copies arrive on the full barrier)"}.get(
+                self.copy, "TMA or cp.async (decided when the kernel is emitted)")
+            lines.append(f"  ring: {self.ring_depth} slots, copies by {engine}; barriers: "
                          + "; ".join(f"{k} = {v}" for k, v in self.barriers.items()))
             if self.facts is not None and self.facts.copy_plans:
                 lines.append("  producer copies per slot: " + "; ".join(self.facts.copy_plans))
