@@ -198,3 +198,16 @@ def test_ws_sm90a_kernel_sass_end_to_end(tmp_path):
     n_cwarps = ws.facts.consumer_threads // 32
     imms = {int(op, 0) for rb in rep.role_branches for op in rb.compare.operands[2:4] if re.match(r"0x|\d", op)}
     assert imms <= {n_cwarps - 1, n_cwarps} and n_cwarps - 1 in imms
+
+
+def test_ptxas_report_reads_registers_and_spills(monkeypatch):
+    from tvm_twill.transforms import sass as sass_mod
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n'
+    if shutil.which("nvcc"):
+        lines = sass_mod.ptxas_report(src, "sm_80")
+        assert any("Used" in ln and "registers" in ln for ln in lines)
+        assert any("0 bytes spill stores" in ln for ln in lines)
+        with pytest.raises(RuntimeError, match="nvcc failed"):
+            sass_mod.ptxas_report("this is not CUDA", "sm_80")
+    monkeypatch.setattr(sass_mod.shutil, "which", lambda name: None)
+    assert sass_mod.ptxas_report(src, "sm_80") is None

@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 try:
@@ -49,6 +46,7 @@ def main(argv=None) -> int:
     import tvm.s_tir.dlight as dl
 
     import tvm_twill
+    from tvm_twill.transforms.sass import ptxas_report
     from tvm_twill.frontend import compile_cuda
     from tvm_twill.workloads import dlight_gemm
 
@@ -92,17 +90,12 @@ def main(argv=None) -> int:
     # 4. Registers and spills, when nvcc is installed.
     if args.no_nvcc:
         print("(--no-nvcc: skipping the register/spill report)")
-    elif shutil.which("nvcc"):
-        with tempfile.TemporaryDirectory() as d:
-            cu = Path(d) / "gemm.cu"
-            cu.write_text(src)
-            r = subprocess.run(["nvcc", f"-arch={args.arch}", "-cubin", "-o", str(Path(d) / "gemm.cubin"), str(cu),
-                                "-Xptxas", "-v"], capture_output=True, text=True)
-            for line in (r.stdout + r.stderr).splitlines():
-                if "registers" in line or "spill" in line:
-                    print("ptxas:", line.strip())
     else:
-        print("(nvcc not found: skipping the register/spill report)")
+        lines = ptxas_report(src, args.arch)
+        if lines is None:
+            print("(nvcc not found: skipping the register/spill report)")
+        for line in lines or []:
+            print("ptxas:", line)
     return 0
 
 

@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 try:
@@ -45,6 +42,7 @@ def main(argv=None) -> int:
     import tvm
 
     import tvm_twill
+    from tvm_twill.transforms.sass import ptxas_report
     from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm
 
     if not args.mma and not args.arch.startswith("sm_90"):
@@ -93,17 +91,12 @@ def main(argv=None) -> int:
     # 4. Registers and spills, when nvcc is installed: the budget setmaxnreg asks for must fit.
     if args.no_nvcc:
         print("(--no-nvcc: skipping the register/spill report)")
-    elif shutil.which("nvcc"):
-        with tempfile.TemporaryDirectory() as d:
-            cu = Path(d) / "gemm.cu"
-            cu.write_text(src)
-            r = subprocess.run(["nvcc", f"-arch={args.arch}", "-cubin", "-o", str(Path(d) / "gemm.cubin"), str(cu),
-                                "-Xptxas", "-v"], capture_output=True, text=True)
-            for line in (r.stdout + r.stderr).splitlines():
-                if "registers" in line or "spill" in line or "C7508" in line:
-                    print("ptxas:", line.strip())
     else:
-        print("(nvcc not found: skipping the register/spill report)")
+        lines = ptxas_report(src, args.arch)
+        if lines is None:
+            print("(nvcc not found: skipping the register/spill report)")
+        for line in lines or []:
+            print("ptxas:", line)
     return 0
 
 

@@ -36,7 +36,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Instr", "SassFunction", "RoleBranch", "RoleReport", "parse_sass", "role_report", "find_tool",
+__all__ = ["Instr", "ptxas_report", "SassFunction", "RoleBranch", "RoleReport", "parse_sass", "role_report", "find_tool",
            "find_cuobjdump", "tool_version", "disassemble"]
 
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
@@ -364,3 +364,22 @@ def disassemble(cubin: str | os.PathLike, cuobjdump: str | None = None) -> str:
     if r.returncode != 0:
         raise RuntimeError(f"cuobjdump failed: {r.stderr.strip()[-500:]}")
     return r.stdout
+
+
+def ptxas_report(src: str, arch: str) -> list[str] | None:
+    """The register, spill and setmaxnreg (C7508) lines of ``nvcc -arch=ARCH -cubin -Xptxas -v`` on CUDA
+    source ``src``; None when nvcc is not installed.  Raises RuntimeError when nvcc fails."""
+    import tempfile
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        cu = Path(d) / "kernel.cu"
+        cu.write_text(src)
+        r = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-o", str(Path(d) / "kernel.cubin"), str(cu),
+                            "-Xptxas", "-v"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"nvcc failed: {r.stderr.strip()[-500:]}")
+    return [line.strip() for line in (r.stdout + r.stderr).splitlines()
+            if "registers" in line or "spill" in line or "C7508" in line]
