@@ -142,6 +142,8 @@ def test_warp_specialized_wgmma_kernel(ws_kernel, tmp_path):
     assert a_map["box"] == [8, 64, 8] and b_map["box"] == [8, 128, 8] and a_map["swizzle"] == 0
     body = src[src.index("main_kernel("):]
     assert body.count("cp_async_bulk_tensor_g2s") == 2 and "cp_async_bulk_g2s" not in body
+    # the producer traps if a ring TMA writes to is not 128-byte aligned (instead of reading shifted tiles)
+    assert body.count("tvm_builtin_cuda_trap_when_assert_failed(") == 2 and "% (uint)128) == (uint)0" in body
     text = ws.explain()
     assert "A_shared.dyn: 1 TMA tensor copy" in text and "wgmma.wait_group 4" in text
     log = _ptxas(src, tmp_path)

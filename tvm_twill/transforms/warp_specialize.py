@@ -401,7 +401,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     kval = loop.min + it
     prod_parity = tirx.bitwise_xor(phase, 1)
     prod_iter = [_wait(empty.ptr_to([slot]), prod_parity, sm90, done)]
-    issue, elected, plans, host, tensor_maps = [], [], [], [], []
+    issue, elected, plans, host, tensor_maps, aligned = [], [], [], [], [], []
     total_bytes = _i32(0)
     block_vars = [(s.node.var, _i32(0), s.value) for s in path if isinstance(s, tirx.AttrStmt)
                   and s.attr_key == "thread_extent" and s.node.thread_tag.startswith("blockIdx")]
@@ -442,6 +442,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
             host += tile.host
             if tile.tensor_map is not None:
                 tensor_maps.append(tile.tensor_map)
+                aligned.append(ring)
         elif bulk:
             plans.append(f"{c.dst.name}: {n_threads * math.prod(const_int(e) for _, _, e in c.loops)} bulk copies of "
                          f"{vlen * eb} B (one per lane and vector)")
@@ -482,7 +483,11 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     slot_t, phase_t = slot_phase(it_t)
     tail = tirx.For(it_t, trip, _i32(depth), tirx.ForKind.SERIAL,
                     _wait(empty.ptr_to([slot_t]), tirx.bitwise_xor(phase_t, 1), sm90, done))
-    producer = [prod_loop, tail]
+    # TMA writes 128-byte aligned slots: the layout above makes them so; a kernel where it did not hold
+    # traps at once rather than reading shifted tiles
+    producer = [tirx.Evaluate(T.cuda.trap_when_assert_failed(tirx.floormod(
+        T.cuda.cvta_generic_to_shared(r.ptr_to([0])), _u32(TENSOR_ALIGN)) == _u32(0))) for r in aligned]
+    producer += [prod_loop, tail]
     if use_setmaxnreg:
         producer = [tirx.Evaluate(T.ptx.setmaxnreg.dec.sync.aligned.u32(regs[0])),
                     tirx.IfThenElse(warp == n_cwarps, tirx.SeqStmt(producer), None)]
