@@ -251,3 +251,10 @@ def test_emitted_bulk_rows_copy_what_the_copy_nest_copies():
                     s0 = tma_copy._evaluate(dst.indices[0], e2) - (k % depth) * slot_elems
                     got |= {(g0 + e, s0 + e) for e in range(run)}
                 assert got == want
+
+
+def test_without_tensor_maps_a_box_tile_falls_back_to_bulk_rows():
+    pairs = _pairs(64, 64, lambda r, c: (c // 8) * 512 + r * 8 + c % 8)
+    plan = plan_copy(pairs, 2, 8192, modes=())
+    assert plan.kind == "rows" and plan.instructions == 512 and plan.dims[0] == (8, 1, 1)
+    assert sorted(simulate(plan)) == sorted(pairs)

@@ -71,10 +71,7 @@ class TileCopy:
     describe: str
     host: list
     tensor_map: TensorMapSpec | None
-    _issue: object
-
-    def issue(self, slot_offset, bar_ptr):
-        return self._issue(slot_offset, bar_ptr)
+    issue: object
 
 
 # ---------------------------------------------------------------------------- evaluation at every point
@@ -109,8 +106,9 @@ def _i32(x):
 
 # ---------------------------------------------------------------------------- the planner
 def plan_tile_copy(func, copy, point_vars: list, outer: list, ring, slot_elems: int, elem_bytes: int,
-                   index: int) -> TileCopy | None:
-    """Plan ``copy`` (a ``warp_specialize._Copy``), or None.
+                   index: int, tensor: bool = True) -> TileCopy | None:
+    """Plan ``copy`` (a ``warp_specialize._Copy``), or None.  ``tensor=False``, or a tensor plan whose
+    coordinates cannot be proved in range: bulk rows only.
 
     ``point_vars``: [(var, min, extent)] the nest's thread variables, loops and vector lane; ``outer``:
     [(var, min, extent)] the block indices and the pipelined loop variable (everything else a base
@@ -137,16 +135,23 @@ def plan_tile_copy(func, copy, point_vars: list, outer: list, ring, slot_elems: 
     n = grids[0].size if grids else 1
     g = np.broadcast_to(np.asarray(g), (n,)).tolist()
     s = np.broadcast_to(np.asarray(s), (n,)).tolist()
-    plan = plan_copy(list(zip(g, s)), elem_bytes, slot_elems * elem_bytes, MODES)
+    pairs = list(zip(g, s))
+    plan = plan_copy(pairs, elem_bytes, slot_elems * elem_bytes, MODES if tensor else ())
     if plan is None:
         return None
     for v, m, e in outer:
         if const_int(m) is not None and const_int(e) is not None:
             ana.bind(v, tvm.ir.Range.from_min_extent(m, e))
     origin = ana.simplify(base + plan.origin[0])
-    if plan.kind == "rows":
-        return _rows(copy, plan, origin, ring, ana)
-    return _tensor(func, copy, plan, origin, ring, ana, index)
+    if plan.kind == "tensor":
+        tile = _tensor(func, copy, plan, origin, ring, ana, index)
+        if tile is not None:
+            return tile
+        plan = plan_copy(pairs, elem_bytes, slot_elems * elem_bytes, ())
+        if plan is None:
+            return None
+        origin = ana.simplify(base + plan.origin[0])
+    return _rows(copy, plan, origin, ring, ana)
 
 
 def _rows(copy, plan, origin, ring, ana) -> TileCopy | None:

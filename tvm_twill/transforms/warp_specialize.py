@@ -429,9 +429,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
             pvars = [(tvars[t], _i32(0), _i32(ext[t])) for t in _THREAD_TAGS if t in tvars] + c.loops + \
                 ([c.vec] if c.vec else [])
             tile = plan_tile_copy(func, c, pvars, block_vars + [(loop.loop_var, loop.min, loop.extent)], ring, n,
-                                  eb, ci)
-            if tile is not None and tile.tensor_map is not None and not tensor_ok:
-                tile = None
+                                  eb, ci, tensor=tensor_ok)
         if tile is not None:
             op = None
             stmt = tile.issue(slot * n, full.ptr_to([slot]))
