@@ -8,10 +8,11 @@ two halves:
 
 ``prepare`` writes, for each target arch of the suite (sm_90a for H100/H200
 and sm_80 for A100-class code, which also runs on Hopper), the CUDA source
-and launch configuration of TVM's tensor-core GEMM pipelined five ways
-(``auto_pipeline`` and TVM's hand annotation, simple and nested loop, and
-the warp-specialized kernel of ``auto_pipeline(..., warp_specialize=True)``:
-producer warp + mbarrier ring; on sm_90a also the wgmma GEMM of
+and launch configuration of TVM's tensor-core GEMM pipelined six ways
+(``auto_pipeline`` and TVM's hand annotation, simple and nested loop, the
+warp-specialized kernel of ``auto_pipeline(..., warp_specialize=True)``:
+producer warp + mbarrier ring, and that kernel with its consumer warps in
+two groups taking turns through named barriers); on sm_90a also the wgmma GEMM of
 ``workloads.wgmma_gemm``, plain and warp-specialized, which reads B as N x K;
 see ``bench/gemm_gpu.py``).  ``run`` builds each with ``nvcc -cubin``, checks it
 against torch (fp32) and numpy (a row slice), times it against

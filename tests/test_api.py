@@ -283,9 +283,9 @@ def test_bench_export_writes_a_manifest(tmp_path, capsys):
     assert _load("bench/gemm_gpu.py").main(["--export", str(tmp_path), "--arch", "sm_80"]) == 0
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert [v["name"] for v in man["variants"]] == ["auto_simple", "hand_simple", "auto_nested", "hand_nested",
-                                                    "auto_nested_ws"]
+                                                    "auto_nested_ws", "auto_nested_ws_ordered"]
     for v in man["variants"]:
-        ws = v["name"].endswith("_ws")  # one producer warp more: 4 consumer warps + 1
+        ws = "_ws" in v["name"]  # one producer warp more: 4 consumer warps + 1
         assert (tmp_path / v["cu"]).exists() and v["grid"] == [16, 64, 1] and v["block"] == [32, 5 if ws else 4, 1]
         assert v["args"] == ["A", "B", "C"] and v["dyn_smem"] > 0 and v["b_transposed"] is False
 

@@ -6,10 +6,15 @@ the loop's global->shared copies become variable-latency streaming producer
 ops (a producer warp runs them ahead through a ring of ``depth`` slots,
 section 5.3 of the Twill paper) and the rest is placed by the joint solver on
 the machine's warp roles, spill costs and register limits.  ``"auto"``
-specializes when that ii is smaller; ``True`` specializes regardless.
+specializes when that ii is smaller; ``True`` specializes regardless.  The
+consumer warps run as one group, or as two groups taking turns through
+named barriers (``order_consumer_groups``: when the joint schedule of the
+loop split over two data-parallel groups, ``model.groups``, gives each a
+role of its own and a smaller ii).
 
 A specialized loop loses its software-pipeline annotation and gets
-``tvm_twill.ws_depth`` (and, on sm_90a, ``tvm_twill.ws_registers``);
+``tvm_twill.ws_depth`` (and, on sm_90a, ``tvm_twill.ws_registers``; with
+ordered groups ``tvm_twill.ws_consumer_order``);
 ``transforms.warp_specialize`` rewrites it during ``tvm.compile(...,
 tir_pipeline=plan.tir_pipeline)``.  Before the plan is returned the
 transform is run on the schedule and the mbarrier protocol it emitted is
@@ -19,12 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import InputError, UnsupportedLoopError
+from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend.ir import thread_extents
 from .model import Schedule
-from .model.pipeline import ANNOTATION_KEYS, WS_DEPTH, WS_KEYS, WS_REGISTERS
+from .model.groups import group_order, split_consumers
+from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS
 from .report import register_peaks
 from .transforms import buffer_versions
+from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import WS_PIPELINE, emit_and_check, register_pipeline
 
 __all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "plan_warp_specialization",
@@ -52,13 +59,19 @@ class WarpSpecialization:
     not counted), checked to fit ``registers``.
     ``ii_swp_cycles`` / ``ii_ws_cycles``: the ii of the one-role plan and of
     the joint schedule with a producer, in machine cycles: the schedule the
-    kernel runs (one producer role, one consumer group).  ``joint_split``:
-    when the joint optimum on the full machine spreads the consumer
-    statements over several warp roles, which the transform does not emit
-    (no consumer ping-pong yet), ``(roles, ii in cycles)`` of that optimum;
-    the consumers are then re-solved as one group and ``ii_ws_cycles`` is
+    kernel runs.  ``joint_split``: when the joint optimum on the full
+    machine spreads the consumer statements over several warp roles (a
+    statement partition, which no TIR kernel runs: every consumer warp runs
+    every statement), ``(roles, ii in cycles)`` of that optimum; the
+    consumers are then re-solved as one role and ``ii_ws_cycles`` is
     that ii (never the unreachable one).  ``facts`` and
     ``protocol``: what the transform emitted and the model check of it.
+    ``consumer_order``: when the consumer warps split into two groups and
+    the joint schedule of that split (``model.groups``) has a smaller ii,
+    the token order the named barriers enforce (``ii_ws_cycles`` is then
+    that ii); ``groups_ii_cycles`` / ``groups_note``: the ii of the split
+    and why it was or was not taken; ``one_group``: the plan with one
+    consumer group, applied instead if the transform refuses the order.
     """
 
     chosen: bool
@@ -75,6 +88,10 @@ class WarpSpecialization:
     protocol: object = None
     joint_split: tuple[int, int] | None = None
     register_peaks: tuple[int, int] | None = None
+    consumer_order: tuple[int, ...] | None = None
+    groups_ii_cycles: int | None = None
+    groups_note: str | None = None
+    one_group: object = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -86,6 +103,8 @@ class WarpSpecialization:
         out = {WS_DEPTH: self.ring_depth}
         if self.registers is not None:
             out[WS_REGISTERS] = list(self.registers)
+        if self.consumer_order is not None:
+            out[WS_CONSUMER_ORDER] = list(self.consumer_order)
         return out
 
     def explain(self) -> str:
@@ -93,8 +112,11 @@ class WarpSpecialization:
         if self.joint_split is not None:
             roles, ii = self.joint_split
             lines.append(f"  the joint optimum on the full machine ({ii} cycles) runs the consumer statements as "
-                         f"{roles} warp roles; the transform emits one consumer group (no ping-pong), so the "
-                         f"consumers were solved as one role: ii {self.ii_ws_cycles} cycles")
+                         f"{roles} warp roles; a TIR kernel runs every consumer statement on every consumer warp "
+                         f"(a statement partition would move threads' work), so the consumers were solved as "
+                         f"one role: ii {self.ii_ws_cycles} cycles")
+        if self.groups_note is not None:
+            lines.append(f"  consumer groups: {self.groups_note}")
         if self.chosen:
             for role, stmts in self.roles.items():
                 lines.append(f"  {role}: {', '.join(stmts)}")
@@ -115,6 +137,10 @@ class WarpSpecialization:
                 lines.append(f"  the joint schedule's register peaks per thread (tiles between statements, "
                              f"accumulators excluded): producer {self.register_peaks[0]}, consumers "
                              f"{self.register_peaks[1]}")
+            if self.facts is not None and self.facts.order:
+                lines.append(f"  consumer groups {', '.join(map(str, self.facts.order))} take turns (named barriers "
+                             f"{', '.join(str(1 + g) for g in sorted(self.facts.order))}, "
+                             f"{self.facts.order_threads} threads each)")
             if self.protocol is not None:
                 lines.append(f"  protocol model check: no deadlock, overwrite or early read in "
                              f"{self.protocol.states} states ({self.protocol.iterations} iterations)")
@@ -149,6 +175,41 @@ def _consumer_threads(func) -> int:
     return n
 
 
+#: Consumer groups tried by the planner: two, FA3's ping-pong.
+CONSUMER_GROUPS = 2
+
+
+def _has_wgmma(func) -> bool:
+    return has_wgmma([func.body])
+
+
+def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int, q: int):
+    """Should the consumer warps of ``func`` run as ``CONSUMER_GROUPS`` ordered groups?  Solves the split
+    loop (``model.groups.split_consumers``) on a machine of one producer and that many consumer roles.
+    Returns ``(order, (schedule, split graph, machine) or None, note)``; ``order`` is None unless the
+    groups each get a role of their own and the ii is smaller than ``one_ii`` (one group's)."""
+    warps, g = _consumer_threads(func) // 32, CONSUMER_GROUPS
+    if warps % g or (_has_wgmma(func) and (warps // g) % 4):
+        whole = " of whole warp groups (wgmma)" if _has_wgmma(func) else ""
+        return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}"
+    split = split_consumers(graph, names, g)
+    on = replace(machine, warp_groups=g + 1)
+    try:
+        sched = solve(split, on, options=opts)
+    except TwillError as e:
+        return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})"
+    order = group_order(sched, split, names, g)
+    ii = sched.ii * q
+    if order is None:
+        return None, (sched, split, on), (f"one group: the joint schedule of {g} groups (ii {ii} cycles) does "
+                                          "not give each group a warp role of its own")
+    if sched.ii >= one_ii:
+        return None, (sched, split, on), (f"one group: {g} ordered groups of {warps // g} warps reach ii {ii} "
+                                          f"cycles, no better than one group's {one_ii * q}")
+    return order, (sched, split, on), (f"{g} groups of {warps // g} warps taking turns in the order "
+                                       f"{', '.join(map(str, order))}: ii {ii} cycles vs {one_ii * q} with one group")
+
+
 def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice, solve,
                              time_limit: float) -> WarpSpecialization:
     """Decide and (when chosen and ``apply``) write the warp specialization of ``ref`` (see module doc)."""
@@ -179,33 +240,48 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         split = (len(consumer_roles), ws.ii * q)
         solved_on = replace(machine, warp_groups=2)  # role 1 streams, role 0 runs the rest
         ws = solve(graph, solved_on, options=opts)
-    ii_ws = ws.ii * q
-    if choice == "auto" and ii_ws >= ii_swp:
-        return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp has ii "
-                                  f"{ii_ws} cycles, no better than the one-role pipeline's {ii_swp} cycles "
-                                  "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
-                                  joint_split=split)
-    why = (f"specialized: ii {ii_ws} cycles with a producer warp vs {ii_swp} cycles one-role"
-           if ii_ws < ii_swp else f"specialized on request (warp_specialize=True): ii {ii_ws} cycles with a "
-           f"producer warp vs {ii_swp} cycles one-role")
-    producer_role = next(p.warp for n, p in ws.ops.items() if n in names)
-    peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
-    peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
-    registers = None
-    if arch.endswith("a") and arch >= "sm_90":
-        registers = register_budgets(_consumer_threads(sch.mod[ref.func]))
-        for role, need, have in zip(("producer", "consumer"), peak, registers):
-            if need > have:
-                raise UnsupportedLoopError(
-                    f"warp specialization: the joint schedule holds {need} registers per thread in the {role} "
-                    f"role, more than its setmaxnreg budget {have}: plan without warp_specialize")
-    roles = {"producer warp": tuple(s.name for s in copies),
-             "consumer warps": tuple(s.name for s in ex.stmts if not s.async_capable)}
-    barriers = {"ws_full[s]": "mbarrier: slot s landed (producer -> consumers)",
-                "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
-                "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
-    return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
-                              barriers=barriers, registers=registers, joint_split=split, register_peaks=peak)
+    order, grouped, note = order_consumer_groups(sch.mod[ref.func], graph, names, machine, opts, solve, ws.ii, q)
+    groups_ii = grouped[0].ii * q if grouped is not None else None
+
+    def finish(ws, graph, solved_on, order, note, one_group=None):
+        ii_ws = ws.ii * q
+        if choice == "auto" and ii_ws >= ii_swp:
+            return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp has ii "
+                                      f"{ii_ws} cycles, no better than the one-role pipeline's {ii_swp} cycles "
+                                      "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
+                                      joint_split=split, groups_ii_cycles=groups_ii, groups_note=note)
+        why = (f"specialized: ii {ii_ws} cycles with a producer warp vs {ii_swp} cycles one-role"
+               if ii_ws < ii_swp else f"specialized on request (warp_specialize=True): ii {ii_ws} cycles with a "
+               f"producer warp vs {ii_swp} cycles one-role")
+        producer_role = next(p.warp for n, p in ws.ops.items() if n in names)
+        peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
+        peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
+        registers = None
+        if arch.endswith("a") and arch >= "sm_90":
+            registers = register_budgets(_consumer_threads(sch.mod[ref.func]))
+            for role, need, have in zip(("producer", "consumer"), peak, registers):
+                if need > have:
+                    raise UnsupportedLoopError(
+                        f"warp specialization: the joint schedule holds {need} registers per thread in the "
+                        f"{role} role, more than its setmaxnreg budget {have}: plan without warp_specialize")
+        consumers = tuple(s.name for s in ex.stmts if not s.async_capable)
+        roles = {"producer warp": tuple(s.name for s in copies)}
+        roles.update({f"consumer group {g}": consumers for g in range(len(order))} if order
+                     else {"consumer warps": consumers})
+        barriers = {"ws_full[s]": "mbarrier: slot s landed (producer -> consumers)",
+                    "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
+                    "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
+        barriers.update({f"named barrier {1 + g}": f"consumer group {g}'s turn (bar.sync by group {g}, bar.arrive "
+                         "by the group before it in the order)" for g in range(len(order or ()))})
+        return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
+                                  barriers=barriers, registers=registers, joint_split=split, register_peaks=peak,
+                                  consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
+                                  one_group=one_group)
+
+    if order is None:
+        return finish(ws, graph, solved_on, None, note)
+    base = finish(ws, graph, solved_on, None, note)
+    return finish(grouped[0], grouped[1], grouped[2], order, note, one_group=base)
 
 
 def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target) -> WarpSpecialization:
@@ -216,14 +292,20 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target) -> WarpS
     sch.annotate(ref.rv, WS_DEPTH, ws.ring_depth)
     if ws.registers is not None:
         sch.annotate(ref.rv, WS_REGISTERS, list(ws.registers))
+    if ws.consumer_order is not None:
+        sch.annotate(ref.rv, WS_CONSUMER_ORDER, list(ws.consumer_order))
     try:
         facts, report = emit_and_check(sch.mod, target)
-    except Exception:
+    except Exception as e:
         for k in WS_KEYS:
             if k in (sch.get(ref.rv).annotations or {}):
                 sch.unannotate(ref.rv, k)
         for k, v in saved.items():
             sch.annotate(ref.rv, k, v)
+        if isinstance(e, UnsupportedLoopError) and ws.one_group is not None:  # said in the plan, not silent
+            why = str(e).removeprefix("warp specialization: ")
+            return apply_warp_specialization(sch, ref, replace(
+                ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})"), target)
         raise
     register_pipeline()
     return replace(ws, facts=facts, protocol=report, copy=facts.copy)

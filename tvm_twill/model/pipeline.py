@@ -14,7 +14,7 @@ from typing import Mapping
 
 from ..errors import InputError
 
-__all__ = ["ANNOTATION_KEYS", "ASYNC_STAGES", "ORDER", "PipelineAnnotation", "STAGE", "WS_DEPTH", "WS_KEYS",
+__all__ = ["ANNOTATION_KEYS", "ASYNC_STAGES", "ORDER", "PipelineAnnotation", "STAGE", "WS_CONSUMER_ORDER", "WS_DEPTH", "WS_KEYS",
            "WS_REGISTERS", "WS_WGMMA_OVERLAP"]
 
 #: Loop annotation keys read by InjectSoftwarePipeline (the one place they are spelled).
@@ -28,7 +28,10 @@ ANNOTATION_KEYS = (STAGE, ORDER, ASYNC_STAGES)
 #: depth, and the (producer, consumer) per-thread register budgets for setmaxnreg.
 WS_DEPTH = "tvm_twill.ws_depth"
 WS_REGISTERS = "tvm_twill.ws_registers"
-WS_KEYS = (WS_DEPTH, WS_REGISTERS)
+#: The token order of ordered consumer groups (a permutation of 0..G-1; G groups of consumer warps take
+#: turns through named barriers, ``transforms.consumer_order``); absent: one consumer group.
+WS_CONSUMER_ORDER = "tvm_twill.ws_consumer_order"
+WS_KEYS = (WS_DEPTH, WS_REGISTERS, WS_CONSUMER_ORDER)
 #: Optional (a user's, not written by auto_pipeline): 0 keeps the consumer's wgmma groups synchronous
 #: (``wait_group 0`` after each); absent or 1: one iteration's groups stay in flight where safe
 #: (``transforms.wgmma_overlap``).

@@ -35,6 +35,8 @@ warp_specialize=...)``):
   iteration's slot, and after the loop ``wait_group 0`` and the last
   release (off with the loop annotation ``tvm_twill.ws_wgmma_overlap = 0``
   or ``overlap=False``; never on a one-slot ring, which would deadlock);
+* with ``tvm_twill.ws_consumer_order`` (``consumer_order``): the consumer
+  warps as groups taking turns through named barriers around the body;
 * sm_90a: ``setmaxnreg`` per role from the plan's register budgets, with
   ``__launch_bounds__(threads, 1)`` so ptxas honours them.
 
@@ -48,57 +50,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
 from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
 from ..frontend.ir import substitute as _subst
 from ..model.pipeline import WS_DEPTH, WS_REGISTERS, WS_WGMMA_OVERLAP
 from . import wgmma_overlap as _ov
+from .consumer_order import Ordering, read_order
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
+from .ws_facts import WsKernelFacts
 
 __all__ = ["WsKernelFacts", "warp_specialize_func"]
 
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-
-
-@dataclass(frozen=True)
-class WsKernelFacts:
-    """What the transform emitted for one kernel (the protocol checker and the plan read these)."""
-
-    depth: int
-    consumer_threads: int
-    producer_threads: int
-    copy: str                      # "cp.async" or "bulk" (TMA bulk copies)
-    full_count: int                # mbarrier.init count of every full barrier
-    empty_count: int               # mbarrier.init count of every empty barrier (consumer warps)
-    ring_bytes: int                # shared bytes of all rings
-    registers: tuple[int, int] | None   # setmaxnreg (producer, consumer), None when not emitted
-    producer_statements: int
-    producer_parities: tuple[int, ...] = ()   # parity the producer waits on empty[s], iterations 0..2*depth
-    consumer_parities: tuple[int, ...] = ()   # parity the consumers wait on full[s]
-    tail_acquires: int = 0                    # producer-tail waits after the last iteration
-    release_last: bool = True                 # the consumers' arrive on empty[s] follows every read of the slot
-    copy_plans: tuple[str, ...] = ()          # how each producer statement is issued, per slot
-    tensor_maps: tuple = ()                   # tma_copy.TensorMapSpec of each TMA tensor copy
-    release_lag: int = 0                      # 1: iteration k releases slot k-1 after its wgmma.wait_group
-    wgmma_groups: int = 0                     # lag 1: wgmma commit groups per consumer iteration
-    wgmma_wait: int = 0                       # lag 1: N of the wgmma.wait_group N ending each iteration
-    final_release: bool = True                # lag 1: wait_group 0 + release of the last slot after the loop
-
-    def ring_protocol(self):
-        """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""
-        from ..model.protocol import RingProtocol
-        n = len(self.producer_parities)
-        want = tuple((i // self.depth) % 2 for i in range(n))
-        return RingProtocol(depth=self.depth, consumers=self.consumer_threads // 32, tma=self.copy == "bulk",
-                            lanes=1 if self.copy == "bulk" else 32, full_count=self.full_count,
-                            empty_count=self.empty_count,
-                            producer_flips_phase=tuple(p ^ 1 for p in self.producer_parities) == want,
-                            consumer_flips_phase=self.consumer_parities == want,
-                            release_after_read=self.release_last, producer_tail=self.tail_acquires >= self.depth,
-                            release_lag=self.release_lag, groups=max(1, self.wgmma_groups),
-                            wait_pending=self.wgmma_wait if self.release_lag else None,
-                            final_release=self.final_release)
 
 
 def _static_shared(body) -> bool:
@@ -498,20 +461,28 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     def release_of(s):
         return tirx.SeqStmt([tirx.Evaluate(T.cuda.warp_sync()), tirx.IfThenElse(
             lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]))), None)])
-    head = _wait(full.ptr_to([slot_c]), phase_c, sm90, done)
+    head = [_wait(full.ptr_to([slot_c]), phase_c, sm90, done)]
     if overlap is None:
         overlap = bool(int(loop.annotations.get(WS_WGMMA_OVERLAP, 1)))
     ov = _ov.overlap_groups(cons_stmts, depth) if overlap else None
+    order = read_order(loop)
+    od = None if order is None else Ordering.build(order, warp, n_cwarps, cons_stmts, _ov.has_wgmma(cons_stmts))
+    section = list(cons_stmts if ov is None else ov[0])
+    if od is not None:  # ordered consumer groups: my turn, the section, the next group's turn (consumer_order)
+        head.append(od.turn())
+        section.append(od.pass_on(it_c, trip))
     if ov is None:   # synchronous: release slot k at the end of iteration k
-        cons_body = tirx.SeqStmt([head, *cons_stmts, release_of(slot_c)])
+        cons_body = tirx.SeqStmt([*head, *section, release_of(slot_c)])
         cons_loop = tirx.For(it_c, _i32(0), trip, tirx.ForKind.SERIAL, cons_body)
     else:            # wgmma groups of iteration k in flight while k+1 issues: release slot k-1 (wgmma_overlap)
-        cons_loop = _ov.overlapped_loop(it_c, trip, head, ov[0], ov[1], release_of, lambda i: slot_phase(i)[0])
+        cons_loop = _ov.overlapped_loop(it_c, trip, tirx.SeqStmt(head) if len(head) > 1 else head[0], section,
+                                        ov[1], release_of, lambda i: slot_phase(i)[0])
         cons_body = cons_loop.seq[0].body
+    placed = cons_loop if od is None else tirx.SeqStmt([od.prologue(), cons_loop])
 
     # ---- reassemble: the innermost thread attr's body, loop replaced, becomes the consumer branch
     inner_attr = path[inner_i]
-    cons_branch = tvm_ffi.structural_map(inner_attr.body, [(tirx.For, lambda f: cons_loop if f.same_as(loop) else f)],
+    cons_branch = tvm_ffi.structural_map(inner_attr.body, [(tirx.For, lambda f: placed if f.same_as(loop) else f)],
                                          order="post")
     if use_setmaxnreg:
         cons_branch = tirx.SeqStmt([tirx.Evaluate(T.ptx.setmaxnreg.inc.sync.aligned.u32(regs[1])), cons_branch])
@@ -560,7 +531,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
             return const_int(e)
         return tuple(ev(_subst(expr, [(var, _i32(i))])) for i in range(2 * depth + 1))
 
-    cons_seq = list(cons_body.seq) if isinstance(cons_body, tirx.SeqStmt) else [cons_body]
+    cons_seq = _flatten(cons_body)
     reads = [i for i, st in enumerate(cons_seq) if any(_uses_var(st, r) for r, _ in rings.values())]
     releases = [i for i, st in enumerate(cons_seq) if _uses_var(st, empty)]
     waits = [i for i, st in enumerate(cons_seq) if _ov.is_wait_group(st)]   # lag 1: the release follows it
@@ -577,5 +548,6 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
                           release_lag=0 if ov is None else 1, wgmma_groups=0 if ov is None else ov[1],
                           wgmma_wait=_ov.wait_group_count(cons_seq[waits[-1]]) if waits else 0,
                           final_release=ov is None or any(_uses_var(st, empty) for st in after),
-                          copy_plans=tuple(plans), tensor_maps=tuple(tensor_maps))
+                          copy_plans=tuple(plans), tensor_maps=tuple(tensor_maps),
+                          **(od.facts(cons_seq, reads, it_c, trip, placed) if od is not None else {}))
     return func.with_body(new_fbody), facts

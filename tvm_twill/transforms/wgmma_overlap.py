@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
 
-__all__ = ["MAX_WAIT", "is_wait_group", "overlap_groups", "overlapped_loop", "wait_group_count"]
+__all__ = ["MAX_WAIT", "has_wgmma", "is_wait_group", "overlap_groups", "overlapped_loop", "wait_group_count"]
 
 #: ``wgmma.wait_group N`` takes N in [0, 7].
 MAX_WAIT = 7
@@ -46,6 +46,14 @@ def _op(node) -> str:
 def _is_mma(call) -> bool:
     name = _op(call)
     return name.startswith("tirx.ptx.wgmma_") and name not in (_WAIT, _COMMIT, _FENCE)
+
+
+def has_wgmma(stmts) -> bool:
+    """Does any of ``stmts`` issue a wgmma MMA?"""
+    found = []
+    for s in stmts:
+        tvm_ffi.structural_walk(s, [(tvm.ir.expr.Call, lambda c: found.append(1) if _is_mma(c) else None)])
+    return bool(found)
 
 
 def is_wait_group(stmt) -> bool:

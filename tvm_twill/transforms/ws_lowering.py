@@ -13,7 +13,7 @@ nothing for them to insert inside the role branch.
 """
 from __future__ import annotations
 
-from ..errors import UnsupportedLoopError
+from ..errors import InputError, UnsupportedLoopError
 from ..frontend.ir import s_tir, stock_finalize_passes, tir_pipeline_registry, tirx, tvm
 from ..frontend.lowering import pipeline_prefix_passes
 from ..frontend.target import parse_target
@@ -107,7 +107,11 @@ def emit_and_check(mod, target):
         raise UnsupportedLoopError("warp specialization: "
                                    f"expected one loop annotated with {WS_DEPTH}, found {len(found)}")
     facts = found[0]
-    report = check_ring(facts.ring_protocol())
+    try:
+        report = check_ring(facts.ring_protocol())
+    except InputError as e:  # the state budget: no verdict, so no kernel
+        raise UnsupportedLoopError(f"warp specialization: the emitted protocol could not be model checked "
+                                   f"({e})") from None
     if not report.ok:
         v = report.violations[0]
         raise UnsupportedLoopError(f"warp specialization: the emitted mbarrier protocol fails the model check "

@@ -1,0 +1,116 @@
+"""model.groups: the loop of a kernel whose consumer warps run as data-parallel groups, and their order.
+
+Pure: the graph split, the order read off a schedule, and (with the solver) the FA-style loop where two
+ordered consumer groups beat one: the ping-pong the joint solver recovers.
+"""
+import pytest
+from hypothesis import given, settings
+
+from tvm_twill.errors import InputError
+from tvm_twill.model import Edge, Graph, Op, get_machine
+from tvm_twill.model.groups import group_name, group_order, split_consumers
+from tvm_twill.model.schedule import Placement, Schedule
+
+from strategies import graphs
+
+
+def _fa_loop() -> Graph:
+    """One tile of FA forward with a K/V producer: S = QK^T (TC), P = exp (SFU, waits on S), O += PV (TC)."""
+    ops = (Op("load_K", 4, "TMA", variable_latency=True), Op("load_V", 4, "TMA", variable_latency=True),
+           Op("S", 16, "TC", regs=64), Op("P", 16, "SFU", regs=32), Op("O", 16, "TC", regs=128))
+    edges = (Edge("load_K", "S", 4), Edge("load_V", "O", 4), Edge("S", "P", 8, blocking=True),
+             Edge("P", "O", 8), Edge("O", "O", 8, 1))
+    return Graph("fa_tile", ops, edges, machine="h100", normalize=False)  # cycles in 64-cycle quanta
+
+
+def test_split_divides_the_work_and_copies_the_edges():
+    g = _fa_loop()
+    s = split_consumers(g, {"load_K", "load_V"}, 2)
+    assert s.names == ["load_K", "load_V", "S@0", "S@1", "P@0", "P@1", "O@0", "O@1"]
+    assert [s.op(f"O@{k}").cycles for k in (0, 1)] == [8, 8]
+    assert s.op("O@1").regs == 128  # a thread keeps its own fragment
+    assert s.op("load_K") == g.op("load_K")
+    got = {(e.src, e.dst, e.delay, e.distance) for e in s.edges}
+    assert ("load_K", "S@0", 4, 0) in got and ("load_K", "S@1", 4, 0) in got
+    assert ("S@1", "P@1", 8, 0) in got and ("S@0", "P@1", 8, 0) not in got  # inside a group only
+    assert ("O@0", "O@0", 8, 1) in got                                       # a latency, kept
+    assert len(s.edges) == 2 * len(g.edges)
+
+
+def test_split_shrinks_reservation_runs_and_occupancy_delays():
+    rrt = tuple([{"ALU": 1, "TC": 1}] * 16 + [{"ALU": 1}] * 4)
+    g = Graph("gemm", (Op("copy", 4, "TMA", variable_latency=True), Op("mma", 20, "ALU", rrt=rrt)),
+              (Edge("copy", "mma", 69), Edge("mma", "mma", 20, 1)), machine="h100")
+    s = split_consumers(g, {"copy"}, 2)
+    op = s.op("mma@0")
+    assert op.cycles == 10 and op.usage("TC") == 8 and op.usage("ALU") == 10
+    assert {(e.src, e.dst, e.delay) for e in s.edges if e.distance} == {("mma@0", "mma@0", 10),
+                                                                           ("mma@1", "mma@1", 10)}
+    assert split_consumers(g, {"copy"}, 1) is g
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_bad_group_counts_are_refused(bad):
+    with pytest.raises(InputError, match="consumer groups"):
+        split_consumers(_fa_loop(), {"load_K"}, bad)
+
+
+def test_unknown_producers_are_refused():
+    with pytest.raises(InputError, match="not in graph"):
+        split_consumers(_fa_loop(), {"load_Q"}, 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(graphs(max_ops=6))
+def test_split_of_any_graph_is_a_valid_graph_doing_the_same_work(g):
+    producers = {op.name for op in g.ops[:1]}
+    for k in (2, 3):
+        s = split_consumers(g, producers, k)
+        assert len(s.ops) == len(producers) + k * (len(g.ops) - len(producers))
+        for op in g.ops:
+            if op.name in producers:
+                continue
+            for unit in op.units():
+                parts = [s.op(group_name(op.name, j)).usage(unit) for j in range(k)]
+                # each group does 1/k of the work, rounded up per run of the reservation table
+                slack = k * sum(dict(row).get(unit, 0) for _, _, row in op.reservation_runs())
+                assert op.usage(unit) <= sum(parts) <= op.usage(unit) + slack
+
+
+def _sched(graph, placement, ii=4):
+    ops = {n: Placement(t, t // ii, i, w) for i, (n, (t, w)) in enumerate(placement.items())}
+    return Schedule(graph.name, "h100", ii, max(t for t, _ in placement.values()) + 1, ops,
+                    {n: graph.op(n).cycles for n in placement})
+
+
+def test_group_order_reads_the_token_order_and_refuses_what_no_kernel_runs():
+    s = split_consumers(_fa_loop(), {"load_K", "load_V"}, 2)
+    prod = {"load_K": (0, 2), "load_V": (1, 2)}
+    second_first = {**prod, "S@0": (4, 0), "P@0": (5, 0), "O@0": (6, 0), "S@1": (2, 1), "P@1": (3, 1),
+                    "O@1": (4, 1)}
+    assert group_order(_sched(s, second_first), s, {"load_K", "load_V"}, 2) == (1, 0)
+    spread = {**second_first, "P@1": (3, 0)}
+    assert group_order(_sched(s, spread), s, {"load_K", "load_V"}, 2) is None      # a group on two roles
+    shared = {**second_first, "S@1": (2, 0), "P@1": (3, 0), "O@1": (4, 0)}
+    assert group_order(_sched(s, shared), s, {"load_K", "load_V"}, 2) is None      # two groups on one role
+    with_producer = {**second_first, "S@1": (2, 2), "P@1": (3, 2), "O@1": (4, 2)}
+    assert group_order(_sched(s, with_producer), s, {"load_K", "load_V"}, 2) is None
+
+
+def test_two_ordered_groups_beat_one_on_the_fa_loop():
+    """The joint solver, given the two-group split, skews the groups (one's exp under the other's MMAs): a
+    smaller ii than one consumer group, each group on a role of its own, the first group issuing first."""
+    from dataclasses import replace
+
+    from tvm_twill.solvers import SolveOptions, solve
+    g, producers = _fa_loop(), {"load_K", "load_V"}
+    m = get_machine("h100")
+    one = solve(g, replace(m, warp_groups=2), options=SolveOptions(time_limit=60))
+    s = split_consumers(g, producers, 2)
+    two = solve(s, replace(m, warp_groups=3), options=SolveOptions(time_limit=60))
+    assert two.optimal and one.optimal
+    assert two.ii < one.ii
+    order = group_order(two, s, producers, 2)
+    assert order is not None and sorted(order) == [0, 1]
+    first = min((p.time, n) for n, p in two.ops.items() if "@" in n)[1]
+    assert first.endswith(f"@{order[0]}")

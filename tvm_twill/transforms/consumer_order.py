@@ -1,0 +1,173 @@
+"""Ordered consumer groups: the consumer warps of a warp-specialized loop take turns through named barriers.
+
+With the loop annotation ``tvm_twill.ws_consumer_order = [g0, g1, ...]`` (a
+permutation of ``0 .. G-1``, written by ``auto_pipeline`` when the joint
+schedule orders consumer groups, ``model.groups``), ``transforms.warp_specialize``
+splits its ``W`` consumer warps into ``G`` groups of ``W / G`` consecutive
+warps (group ``c = warp // (W / G)``, from the shfl-broadcast warp index, so
+warp-uniform) and makes the groups run their sections in the token order
+``g0, g1, ..., g0`` (FA3's ping-pong, CUTLASS's ``OrderedSequenceBarrier``).
+Group ``c`` owns hardware barrier ``1 + c`` (barrier 0 is ``__syncthreads``),
+``2 * 32 * W / G`` threads per phase: the group's own warps ``bar.sync`` on
+it, the warps of the group before it in the order ``bar.arrive`` on it::
+
+    before the loop:  if c == g_last: bar.arrive 1 + g0          # g0's first turn
+    for k in range(trip):
+        wait full[k mod depth]
+        bar.sync 1 + c                                          # my turn
+        <the consumer statements (wgmma: the issue of this iteration's groups)>
+        if not (c == g_last and k == trip - 1):
+            bar.arrive 1 + next(c)                              # the next group's turn
+        <release, or wait_group + release of slot k-1>
+
+Every barrier gets as many arrivals as syncs, so none is left half full at
+exit; the protocol (with the ring) is model checked with these rows
+(``model.protocol``).  The order only restricts interleavings: it cannot
+change values, only deadlock, which the check rules out.  It would interact
+with other block-level barriers in the consumer code, so a body with a
+barrier or a store to shared memory (which ThreadSync would later guard
+with ``__syncthreads``) is refused, as is a wgmma body whose groups are
+not whole warp groups.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UnsupportedLoopError
+from ..frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
+from ..model.pipeline import WS_CONSUMER_ORDER
+
+__all__ = ["FIRST_BARRIER", "Ordering", "read_order"]
+
+#: Named barrier of group c: FIRST_BARRIER + c (0 is __syncthreads); the hardware has 16.
+FIRST_BARRIER = 1
+_MAX_GROUPS = 16 - FIRST_BARRIER
+_SYNC, _ARRIVE = "tirx.ptx.bar_sync_count", "tirx.ptx.bar_arrive"
+_BARRIERS = ("tirx.tvm_storage_sync", "tirx.cuda.cta_sync", "tirx.cuda.syncthreads_and", "tirx.cuda.syncthreads_or",
+             "tirx.ptx.bar_sync", "tirx.ptx.barrier_sync", "tirx.ptx.barrier_sync_count", "tirx.ptx.barrier_arrive",
+             "tirx.cuda.warpgroup_sync", _SYNC, _ARRIVE)
+
+
+def _fail(msg: str):
+    raise UnsupportedLoopError(f"warp specialization: {msg}")
+
+
+def _op(node) -> str:
+    return getattr(getattr(node, "op", None), "name", "") if isinstance(node, tvm.ir.expr.Call) else ""
+
+
+def read_order(loop) -> tuple[int, ...] | None:
+    """The loop's ``tvm_twill.ws_consumer_order`` as a tuple, None when absent (UnsupportedLoopError when it
+    is not a permutation of 0 .. G-1 with 2 <= G <= 15)."""
+    raw = (loop.annotations or {}).get(WS_CONSUMER_ORDER)
+    if raw is None:
+        return None
+    order = tuple(const_int(v) if not isinstance(v, int) else v for v in raw)
+    if not 2 <= len(order) <= _MAX_GROUPS or sorted(order) != list(range(len(order))):
+        _fail(f"{WS_CONSUMER_ORDER} must be a permutation of 0 .. G-1 with 2 <= G <= {_MAX_GROUPS}, got "
+              f"{list(order)}")
+    return order
+
+
+def _check_body(stmts, wgmma: bool, warps_per_group: int) -> None:
+    calls, shared = [], []
+
+    def on_store(s):
+        if s.buffer.scope().startswith("shared"):
+            shared.append(s.buffer.name)
+    for s in stmts:
+        tvm_ffi.structural_walk(s, [(tvm.ir.expr.Call, lambda c: calls.append(_op(c)) if _op(c) in _BARRIERS
+                                     else None), (tirx.BufferStore, on_store)])
+    if calls:
+        _fail(f"ordered consumer groups: the consumer code already synchronises ({calls[0]}); named-barrier "
+              "turns could deadlock against it")
+    if shared:
+        _fail(f"ordered consumer groups: the consumer writes shared memory ('{shared[0]}'), which needs "
+              "block-wide barriers the turns could deadlock against")
+    if wgmma and warps_per_group % 4:
+        _fail(f"ordered consumer groups of {warps_per_group} warps split a warp group, and wgmma needs whole "
+              "warp groups")
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """The emitted statements of ordered consumer groups (module docstring) for ``warp`` (the broadcast
+    warp index) of ``consumer_warps`` consumer warps."""
+
+    order: tuple[int, ...]
+    warp: object
+    consumer_warps: int
+
+    @classmethod
+    def build(cls, order, warp, consumer_warps: int, stmts, wgmma: bool) -> "Ordering":
+        g = len(order)
+        if consumer_warps % g:
+            _fail(f"{consumer_warps} consumer warps do not divide into {g} ordered groups")
+        _check_body(stmts, wgmma, consumer_warps // g)
+        return cls(tuple(order), warp, consumer_warps)
+
+    @property
+    def groups(self) -> int:
+        return len(self.order)
+
+    @property
+    def threads(self) -> int:
+        """Threads per phase of each named barrier: the group's and its predecessor's."""
+        return 2 * 32 * (self.consumer_warps // self.groups)
+
+    def group(self):
+        return tirx.floordiv(self.warp, tirx.const(self.consumer_warps // self.groups, "int32"))
+
+    def _next(self, c):
+        """1 + the group after ``c`` in the order, as an expression (a Select chain over the groups)."""
+        nxt = {a: self.order[(i + 1) % self.groups] for i, a in enumerate(self.order)}
+        expr = tirx.const(FIRST_BARRIER + nxt[self.groups - 1], "int32")
+        for a in range(self.groups - 2, -1, -1):
+            expr = tirx.Select(c == a, tirx.const(FIRST_BARRIER + nxt[a], "int32"), expr)
+        return expr
+
+    def _bar(self, kind, bar_id):
+        fn = T.ptx.bar.sync if kind == "sync" else T.ptx.bar.arrive
+        return tirx.Evaluate(fn(tirx.Cast("uint32", bar_id), tirx.const(self.threads, "uint32")))
+
+    def prologue(self):
+        """Before the loop: the last group of the order gives the first its first turn."""
+        return tirx.IfThenElse(self.group() == self.order[-1],
+                               self._bar("arrive", tirx.const(FIRST_BARRIER + self.order[0], "int32")), None)
+
+    def turn(self):
+        """Wait for this group's turn."""
+        return self._bar("sync", self.group() + FIRST_BARRIER)
+
+    def pass_on(self, k, trip):
+        """Give the next group its turn (not the last group in the last iteration: arrivals balance)."""
+        c = self.group()
+        last = tirx.And(c == self.order[-1], k == trip - 1)
+        return tirx.IfThenElse(tirx.Not(last), self._bar("arrive", self._next(c)), None)
+
+    @staticmethod
+    def is_turn(stmt) -> bool:
+        return isinstance(stmt, tirx.Evaluate) and _op(stmt.value) == _SYNC
+
+    @staticmethod
+    def is_pass(stmt) -> bool:
+        return isinstance(stmt, tirx.IfThenElse) and isinstance(stmt.then_case, tirx.Evaluate) and \
+            _op(stmt.then_case.value) == _ARRIVE
+
+    def facts(self, seq, reads, k, trip, placed) -> dict:
+        """The ``WsKernelFacts`` order fields, read off the emitted loop body ``seq`` (flat statements;
+        ``reads``: indices of those reading a ring slot) and ``placed`` (the prologue and the loop)."""
+        turns = [i for i, st in enumerate(seq) if self.is_turn(st)]
+        passes = [i for i, st in enumerate(seq) if self.is_pass(st)]
+        prologue = isinstance(placed, tirx.SeqStmt) and any(
+            isinstance(st, tirx.IfThenElse) and self.is_pass(tirx.IfThenElse(st.condition, st.then_case, None))
+            for st in placed.seq[:-1])
+        skip = False
+        if passes:  # the pass guard for the last group's warps in the last iteration
+            wpg = self.consumer_warps // self.groups
+            cond = seq[passes[-1]].condition
+            cond = substitute(cond, [(self.warp, tirx.const(self.order[-1] * wpg, "int32")), (k, trip - 1)])
+            skip = const_int(tvm.sym.Analyzer().simplify(cond)) == 0
+        return dict(order=self.order if turns else (), order_threads=self.threads, order_prologue=prologue,
+                    pass_after_read=bool(passes) and min(passes) > max(reads, default=-1)
+                    and (not turns or max(turns) < min(reads, default=len(seq))), skip_last_pass=skip)

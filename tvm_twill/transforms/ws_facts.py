@@ -1,0 +1,58 @@
+"""What ``transforms.warp_specialize`` emitted for one kernel, and its ring protocol for the model checker."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["WsKernelFacts"]
+
+
+@dataclass(frozen=True)
+class WsKernelFacts:
+    """What the transform emitted for one kernel (the protocol checker and the plan read these)."""
+
+    depth: int
+    consumer_threads: int
+    producer_threads: int
+    copy: str                      # "cp.async" or "bulk" (TMA bulk copies)
+    full_count: int                # mbarrier.init count of every full barrier
+    empty_count: int               # mbarrier.init count of every empty barrier (consumer warps)
+    ring_bytes: int                # shared bytes of all rings
+    registers: tuple[int, int] | None   # setmaxnreg (producer, consumer), None when not emitted
+    producer_statements: int
+    producer_parities: tuple[int, ...] = ()   # parity the producer waits on empty[s], iterations 0..2*depth
+    consumer_parities: tuple[int, ...] = ()   # parity the consumers wait on full[s]
+    tail_acquires: int = 0                    # producer-tail waits after the last iteration
+    release_last: bool = True                 # the consumers' arrive on empty[s] follows every read of the slot
+    copy_plans: tuple[str, ...] = ()          # how each producer statement is issued, per slot
+    tensor_maps: tuple = ()                   # tma_copy.TensorMapSpec of each TMA tensor copy
+    release_lag: int = 0                      # 1: iteration k releases slot k-1 after its wgmma.wait_group
+    wgmma_groups: int = 0                     # lag 1: wgmma commit groups per consumer iteration
+    wgmma_wait: int = 0                       # lag 1: N of the wgmma.wait_group N ending each iteration
+    final_release: bool = True                # lag 1: wait_group 0 + release of the last slot after the loop
+    order: tuple[int, ...] = ()               # ordered consumer groups: their token order (consumer_order)
+    order_threads: int = 0                    # threads per phase of each group's named barrier
+    order_prologue: bool = True               # the last group's arrive before the loop was emitted
+    pass_after_read: bool = True              # each iteration's bar.arrive follows the group's reads
+    skip_last_pass: bool = True               # the last group does not arrive in the last iteration
+
+    def ring_protocol(self):
+        """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""
+        from ..model.protocol import RingProtocol
+        n = len(self.producer_parities)
+        want = tuple((i // self.depth) % 2 for i in range(n))
+        return RingProtocol(depth=self.depth, consumers=self.consumer_threads // 32, tma=self.copy == "bulk",
+                            lanes=1 if self.copy == "bulk" else 32, full_count=self.full_count,
+                            empty_count=self.empty_count,
+                            producer_flips_phase=tuple(p ^ 1 for p in self.producer_parities) == want,
+                            consumer_flips_phase=self.consumer_parities == want,
+                            release_after_read=self.release_last, producer_tail=self.tail_acquires >= self.depth,
+                            release_lag=self.release_lag, groups=max(1, self.wgmma_groups),
+                            wait_pending=self.wgmma_wait if self.release_lag else None,
+                            final_release=self.final_release, **self._order_fields())
+
+    def _order_fields(self) -> dict:
+        if not self.order:
+            return {}
+        return dict(order=tuple(self.order), bar_count=self.order_threads // 32,
+                    prologue_arrive=self.order_prologue, pass_after_read=self.pass_after_read,
+                    skip_last_pass=self.skip_last_pass)
