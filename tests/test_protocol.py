@@ -173,3 +173,138 @@ def test_one_slot_with_lag_deadlocks(consumers):
 def test_bad_lag_parameters_are_refused(kw):
     with pytest.raises(InputError):
         RingProtocol(depth=2, consumers=1, **kw)
+
+
+# ---------------------------------------------------------------------------- ordered consumer groups (ping-pong)
+# (consumers, order): consumer warps in len(order) groups whose sections take turns through named barriers
+ORDERS = [(2, (0, 1)), (2, (1, 0)), (4, (0, 1)), (4, (1, 0)), (4, (0, 1, 2, 3)), (4, (3, 2, 1, 0))]
+
+
+def _rotated(g):
+    """A token order that is neither the identity nor its reverse (for G >= 3)."""
+    return tuple((k + 1) % g for k in range(g))
+
+
+def test_unordered_state_counts_are_unchanged():
+    """No order: the sorted tuple of every consumer's state, as before named barriers were modelled."""
+    assert check_ring(RingProtocol(3, 2)).states == 557
+    assert check_ring(RingProtocol(3, 2, release_lag=1, groups=4)).states == 541
+    assert check_ring(RingProtocol(4, 3)).states == 4917
+
+
+# the four-group reversed order at depth 4 (1 s) is left to the slow grid
+@pytest.mark.parametrize("depth,consumers,order", [(d, c, o) for d in range(1, 5) for c, o in ORDERS
+                                                   if (d, o) != (4, (3, 2, 1, 0))])
+def test_ordered_ring_has_no_violation(depth, consumers, order):
+    report = check_ring(RingProtocol(depth, consumers, order=order))
+    assert report.ok, report.violations
+    assert report.states > 0 and report.protocol.bar_init == 2 * consumers // len(order)
+
+
+# one wgmma group per iteration at depth 4 with four consumer warps (the states of two groups) is left to --slow
+@pytest.mark.parametrize("depth,consumers,order,groups", [(d, c, o, g) for d in range(2, 5) for c, o in ORDERS[:5]
+                                                          for g in (1, 2) if (d, c, g) != (4, 4, 1)])
+def test_ordered_overlapped_wgmma_ring_has_no_violation(depth, consumers, order, groups):
+    report = check_ring(RingProtocol(depth, consumers, order=order, release_lag=1, groups=groups))
+    assert report.ok, report.violations
+    assert report.states > 0
+
+
+# depth x G x consumers (G, and 2G where the state space allows it at the default depth + 2 iterations)
+SLOW_ORDERED = [(d, g, g) for d in range(1, 9) for g in (2, 3, 4)] + \
+    [(d, 2 * g, g) for g, top in ((2, 8), (3, 4), (4, 2)) for d in range(1, top + 1)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lag", [0, 1])
+@pytest.mark.parametrize("depth,consumers,ngroups", SLOW_ORDERED)
+def test_ordered_ring_has_no_violation_full_grid(depth, consumers, ngroups, lag):
+    if lag and depth == 1:
+        pytest.skip("one slot with lag deadlocks without an order too (test_one_slot_with_lag_deadlocks)")
+    order = _rotated(ngroups) if ngroups > 2 else (1, 0)
+    report = check_ring(RingProtocol(depth, consumers, order=order, release_lag=lag, groups=4 if lag else 1))
+    assert report.ok, report.violations
+
+
+ORDER_BUGS = {
+    "no prologue arrive": (dict(prologue_arrive=False), "deadlock"),
+    "pass before the read": (dict(pass_after_read=False), "order"),
+    "last group passes in the last iteration": (dict(skip_last_pass=False), "barrier-leftover"),
+}
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+@pytest.mark.parametrize("bug", sorted(ORDER_BUGS))
+@pytest.mark.parametrize("depth,consumers,order", [(1, 2, (0, 1)), (2, 2, (1, 0)), (3, 4, (0, 1)),
+                                                   (2, 3, (2, 0, 1)), (2, 4, (3, 2, 1, 0))])
+def test_seeded_order_bug_is_caught(bug, depth, consumers, order, lag):
+    if lag and depth == 1:
+        pytest.skip("one slot with lag deadlocks anyway")
+    fields, kind = ORDER_BUGS[bug]
+    report = check_ring(RingProtocol(depth, consumers, order=order, release_lag=lag, groups=4 if lag else 1,
+                                     **fields))
+    assert not report.ok, f"{bug} not caught"
+    assert report.violations[0].kind == kind, report.violations[0]
+    assert report.violations[0].trace, "a violation comes with the steps that reach it"
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+@pytest.mark.parametrize("depth,consumers,order", [(2, 2, (0, 1)), (3, 4, (1, 0)), (2, 4, (0, 1, 2, 3)),
+                                                   (2, 6, (2, 0, 1))])
+def test_named_barrier_count_of_one_group_is_caught(depth, consumers, order, lag):
+    """bar_count = one group's warps: the predecessor's arrivals (or the group's own syncs) alone complete a
+    generation, so a section can start out of turn."""
+    groups = dict(release_lag=lag, groups=4 if lag else 1)
+    report = check_ring(RingProtocol(depth, consumers, order=order, bar_count=consumers // len(order), **groups))
+    assert not report.ok
+    assert report.violations[0].kind in ("order", "deadlock", "barrier-leftover")
+    assert report.violations[0].trace
+    too_many = check_ring(RingProtocol(depth, consumers, order=order, bar_count=2 * consumers // len(order) + 1,
+                                       **groups))
+    assert [v.kind for v in too_many.violations] == ["deadlock"]
+
+
+def test_order_violation_names_the_groups():
+    report = check_ring(RingProtocol(2, 4, order=(1, 0), pass_after_read=False))
+    assert [v.kind for v in report.violations] == ["order"]
+    assert report.violations[0].message == ("a consumer warp of group 0 starts its section of iteration 0 before "
+                                            "every warp of group 1 has done its section of iteration 0")
+
+
+def test_barrier_leftover_names_the_barrier():
+    report = check_ring(RingProtocol(2, 4, order=(1, 0), skip_last_pass=False))
+    assert [v.kind for v in report.violations] == ["barrier-leftover"]
+    assert "b1 holds 2 of 4 arrival(s)" in report.violations[0].message
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_missing_prologue_deadlock_trace_is_shortest(order):
+    """Breadth-first: the first tile lands and both warps reach their bar.sync, which nothing completes."""
+    report = check_ring(RingProtocol(1, 2, order=order, prologue_arrive=False))
+    (v,) = report.violations
+    assert v.kind == "deadlock"
+    assert v.message == ("no agent can move: producer at iteration 1, a consumer warp of group 0 at bar.sync "
+                         "(iteration 0), a consumer warp of group 1 at bar.sync (iteration 0)")
+    assert v.trace == (
+        "producer acquires slot 0 for iteration 0", "producer issues iteration 0 into slot 0",
+        "copy of iteration 0 lands in slot 0",
+        "consumer warp of group 0 waits slot 0 (iteration 0)", "consumer warp of group 0 bar.sync b0 (iteration 0)",
+        "consumer warp of group 1 waits slot 0 (iteration 0)", "consumer warp of group 1 bar.sync b1 (iteration 0)")
+
+
+def test_deadlock_counts_the_warps_of_a_group():
+    report = check_ring(RingProtocol(3, 4, order=(0, 1), prologue_arrive=False))
+    assert [v.kind for v in report.violations] == ["deadlock"]
+    assert "2 consumer warps of group 0 at bar.sync (iteration 0)" in report.violations[0].message
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(order=(0, 0)), "ring order must be"), (dict(order=(1, 2)), "ring order must be"),
+    (dict(order=[0, 1]), "ring order must be"), (dict(order=(0,)), "ring order must be"),
+    (dict(order=(True, False)), "ring order must be"), (dict(order=(0, "1")), "ring order must be"),
+    (dict(consumers=3, order=(0, 1)), "multiple of the 2 ordered groups"),
+    (dict(order=(0, 1), bar_count=0), "ring bar_count must be"),
+    (dict(order=(0, 1), bar_count=True), "ring bar_count must be")])
+def test_bad_order_parameters_are_refused(kw, match):
+    with pytest.raises(InputError, match=match):
+        RingProtocol(**{"depth": 2, "consumers": 4, **kw})

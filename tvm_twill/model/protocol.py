@@ -80,6 +80,33 @@ wait on that slot), so code generation keeps ``release_lag`` 0 there.
 Barrier initial counts: ``full`` 1 (the producer's one arrival), ``empty``
 ``consumers`` (one arrival per consumer group).
 
+With ``order`` (FA3-style ping-pong) the ``consumers`` consumer warps form
+``G = len(order)`` contiguous groups of ``k = consumers / G`` (warp ``w`` is
+in group ``w div k``), whose ordered sections (the read; with
+``release_lag`` 1 the issue) take turns: ``order[0]`` first in every
+iteration, then ``order[1]``, ..., ``order[-1]``, then ``order[0]`` of the
+next iteration.  Group ``g`` has a named barrier ``b_g`` (``bar.sync`` /
+``bar.arrive id, count``, counted in warps) holding the arrivals of its
+current generation; the arrival that brings them to ``bar_count`` (correct:
+``2 k``, the group's own warps sync and the preceding group's arrive)
+completes it: the count resets to 0 and every warp blocked in ``bar.sync``
+on it goes on (later arrivals belong to the next generation).  Rows added
+to either table, turn, read and pass taking the read's place in the
+program (``succ(g)``: the group after ``g`` in ``order``, cyclic):
+
+==============  =====================================  ===========================================
+agent           guard                                  effect
+==============  =====================================  ===========================================
+warp of group   before iteration 0, ``g = order[-1]``  prologue: ``bar.arrive b_order[0]`` (the
+  g prologue                                           first turn of ``order[0]``)
+warp of group   waited (``full[s]``)                   turn: ``bar.sync b_g``: arrive on ``b_g``, then
+  g turn                                               block until that generation completes
+warp of group   released by ``b_g``                    read (issue): the ordered section, as above
+  g read
+warp of group   read (issued); skipped when            pass: ``bar.arrive b_succ(g)``; then release
+  g pass        ``g = order[-1]`` and ``i = N - 1``    (wait_group, release) as above
+==============  =====================================  ===========================================
+
 Properties checked, in every reachable state:
 
 * **no overwrite**: the producer never issues into a slot whose previous
@@ -89,16 +116,26 @@ Properties checked, in every reachable state:
 * **no deadlock**: every state in which some agent has work left has an
   enabled transition;
 * **producer tail complete**: when the producer exits, every issued tile
-  was read by every consumer and no copy is in flight.
+  was read by every consumer and no copy is in flight;
+* **order** (with ``order``): a warp starts its section of iteration ``i``
+  only while no warp of another group is in its section (read, not yet
+  passed; with no pass after the read, until its next step), and once every
+  warp of the preceding group has read iteration ``i`` (``order[0]``: every
+  warp of ``order[-1]`` has read iteration ``i - 1``; none for ``i = 0``);
+* **no barrier leftover** (with ``order``): when every agent has finished,
+  no named barrier holds the arrivals of an incomplete generation.
 
 Consumer groups run the same program, so states equal up to a permutation
-of the consumer groups are merged (symmetry reduction); the explored state
-count is reported.  The ``RingProtocol`` fields other than ``depth``,
-``consumers`` and ``tma`` describe what code generation emits; the seeded
-bugs of the tests are one-field changes of them (a missing phase flip, a
-wrong arrival count, a release before the last read, no producer tail; with
+of the consumer groups are merged (symmetry reduction; with ``order``, of
+the warps within each ordered group); the explored state count is
+reported.  The ``RingProtocol`` fields other than ``depth``, ``consumers``
+and ``tma`` describe what code generation emits; the seeded bugs of the
+tests are one-field changes of them (a missing phase flip, a wrong arrival
+count, a release before the last read, no producer tail; with
 ``release_lag`` 1: a release before the ``wait_group``, a wait leaving too
-many groups pending, no final release, one slot).
+many groups pending, no final release, one slot; with ``order``: no
+prologue arrive, the pass before the read, the last group passing in the
+last iteration, a wrong ``bar_count``).
 """
 from __future__ import annotations
 
@@ -113,6 +150,7 @@ __all__ = ["ProtocolReport", "ProtocolViolation", "RingProtocol", "check_ring"]
 _ACQUIRE, _ISSUE, _TAIL, _DONE = 0, 1, 2, 3          # producer
 _WAIT, _READ, _RELEASE, _FINISHED = 0, 1, 2, 3       # consumer
 _WAITGROUP, _FINAL_WAIT, _FINAL_RELEASE = 4, 5, 6     # consumer, release_lag 1 (_READ issues the async reads)
+_TURN, _SYNC, _PASS, _PROLOGUE = 7, 8, 9, 10          # consumer warp with order (_SYNC: blocked in bar.sync)
 _EMPTY, _INFLIGHT, _READY, _PARTIAL = 0, 1, 2, 3      # slot contents (_PARTIAL: some lanes' copies landed)
 
 
@@ -142,6 +180,16 @@ class RingProtocol:
     ``final_release``, the release of the last iteration's slot.
     ``release_after_read`` False then means the release of ``i - 1`` comes
     before the ``wait_group``.
+
+    ``order`` (None: unordered): the token order of ``G = len(order)`` consumer
+    groups of ``consumers / G`` warps each (``consumers`` then counts warps),
+    whose sections take turns through named barriers (module docstring);
+    ``bar_count``: the arrivals completing a named barrier's generation
+    (None: ``2 * consumers / G``, the correct value).  ``prologue_arrive``:
+    the last group's warps arrive once on the first group's barrier before
+    the loop.  ``pass_after_read``: a warp passes the turn after its section
+    (False: before it).  ``skip_last_pass``: the last group does not pass in
+    the last iteration.
     """
 
     depth: int
@@ -158,6 +206,11 @@ class RingProtocol:
     groups: int = 1
     wait_pending: int | None = None
     final_release: bool = True
+    order: tuple[int, ...] | None = None
+    bar_count: int | None = None
+    prologue_arrive: bool = True
+    pass_after_read: bool = True
+    skip_last_pass: bool = True
 
     def __post_init__(self):
         for name in ("depth", "consumers"):
@@ -173,7 +226,15 @@ class RingProtocol:
         w = self.wait_pending
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
             raise InputError(f"ring wait_pending must be an integer >= 0 or None, got {w!r}")
-        for name in ("full_count", "empty_count"):
+        o = self.order
+        if o is not None:
+            if not isinstance(o, tuple) or any(isinstance(g, bool) or not isinstance(g, int) for g in o) \
+                    or len(o) < 2 or sorted(o) != list(range(len(o))):
+                raise InputError(f"ring order must be None or a tuple permuting range(G), G >= 2, got {o!r}")
+            if self.consumers % len(o):
+                raise InputError(f"ring consumers ({self.consumers}) must be a multiple of the {len(o)} ordered "
+                                 "groups")
+        for name in ("full_count", "empty_count", "bar_count"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise InputError(f"ring {name} must be an integer >= 1 or None, got {v!r}")
@@ -190,10 +251,14 @@ class RingProtocol:
     def wait_n(self) -> int:
         return self.groups if self.wait_pending is None else self.wait_pending
 
+    @property
+    def bar_init(self) -> int:
+        return 2 * self.consumers // len(self.order or (1,)) if self.bar_count is None else self.bar_count
+
 
 @dataclass(frozen=True)
 class ProtocolViolation:
-    """``kind``: overwrite, read-before-commit, deadlock or producer-tail; ``trace``: the steps to it."""
+    """``kind``: overwrite, read-before-commit, deadlock, producer-tail, order, barrier-leftover; ``trace``: steps."""
 
     kind: str
     message: str
@@ -221,19 +286,6 @@ def _phase(i: int, depth: int, flips: bool) -> int:
     return (i // depth) % 2 if flips else 0
 
 
-def _has_read(cons: tuple, j: int, proto: RingProtocol) -> bool:
-    """Has a consumer at local state ``cons`` = (i, pc, pending) read iteration ``j``?"""
-    i, pc, pending = cons
-    if proto.release_lag:
-        # asynchronous reads: the groups issued so far minus those still pending have completed, in order
-        issued = proto.groups * (i + (pc in (_WAITGROUP, _RELEASE)))
-        return issued - pending >= proto.groups * (j + 1)
-    if i != j:
-        return i > j
-    # at iteration j it has read once past _READ, which only the read-then-release order has
-    return proto.release_after_read and pc == _RELEASE
-
-
 def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states: int = 2_000_000) -> ProtocolReport:
     """Explore every interleaving of ``proto`` for ``iterations`` loop trips (default depth + 2).
 
@@ -246,26 +298,99 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
     if N < 1:
         raise InputError(f"iterations must be >= 1, got {iterations!r}")
     G, lag = proto.groups, proto.release_lag
-    if lag:
-        # consumer program: WAIT -> READ (issue) -> WAITGROUP/RELEASE (in this order when release_after_read)
-        order = (_WAITGROUP, _RELEASE) if proto.release_after_read else (_RELEASE, _WAITGROUP)
-        next_pc = {_WAIT: _READ, _READ: order[0], order[0]: order[1]}
-    else:
-        order = (_READ, _RELEASE) if proto.release_after_read else (_RELEASE, _READ)
-        # consumer program: WAIT -> order[0] -> order[1] -> next iteration
-        next_pc = {_WAIT: order[0], order[0]: order[1]}
+    order = proto.order or (0,)
+    ordered, NG = proto.order is not None, len(order)
+    K = C // NG                                        # warps per ordered group: warp w is in group w // K
+    pos = {g: p for p, g in enumerate(order)}
+    last, first = order[-1], order[0]
 
-    def advance(i):
+    def program(g, i):
+        """The consumer pcs of iteration ``i`` of a warp of group ``g``."""
+        if lag:   # WAIT -> READ (issue) -> WAITGROUP/RELEASE (in this order when release_after_read)
+            body = [_READ, _WAITGROUP, _RELEASE] if proto.release_after_read else [_READ, _RELEASE, _WAITGROUP]
+        else:
+            body = [_READ, _RELEASE] if proto.release_after_read else [_RELEASE, _READ]
+        if ordered:   # the read becomes TURN -> READ -> PASS (or TURN -> PASS -> READ)
+            r = body.index(_READ)
+            if proto.skip_last_pass and g == last and i == N - 1:
+                body[r:r + 1] = [_TURN, _READ]
+            else:
+                body[r:r + 1] = [_TURN, _READ, _PASS] if proto.pass_after_read else [_TURN, _PASS, _READ]
+        return [_WAIT, *body]
+
+    # per (group, iteration): the pc after each pc (None: the next iteration), the pcs past the read and the
+    # pcs in the ordered section (read, not passed; with no pass after the read, until the next step)
+    NEXT, PAST, SECT = {}, {}, {}
+    for g in range(NG):
+        for i in range(N):
+            p = program(g, i)
+            r = p.index(_READ)
+            NEXT[g, i] = dict(zip(p, p[1:] + [None]))
+            PAST[g, i] = frozenset(p[r + 1:])
+            SECT[g, i] = frozenset(p[r + 1:p.index(_PASS) + 1] if _PASS in p[r:] else p[r + 1:r + 2])
+
+    def past_read(w, c, j):
+        """Has warp ``w`` at local state ``c`` = (i, pc, pending) done its read (issue) of iteration ``j``?"""
+        i, pc, _ = c
+        return i > j or (i == j and pc in PAST[w // K, i])
+
+    def has_read(w, c, j):
+        """Has warp ``w`` at local state ``c`` finished reading iteration ``j``?"""
+        i, pc, pending = c
+        if lag:
+            # asynchronous reads: the groups issued so far minus those still pending have completed, in order
+            issued = G * (i + (i < N and pc in PAST[w // K, i]))
+            return issued - pending >= G * (j + 1)
+        return past_read(w, c, j)
+
+    def step(w, c):
+        """Warp ``w``'s local state after the step at ``c``."""
+        i, pc, pending = c
+        nxt = NEXT[w // K, i][pc]
+        if nxt is not None:
+            return (i, nxt, pending)
         if i + 1 < N:
-            return (i + 1, _WAIT)
-        return (i + 1, _FINAL_WAIT if lag else _FINISHED)
+            return (i + 1, _WAIT, pending)
+        return (i + 1, _FINAL_WAIT if lag else _FINISHED, pending)
 
-    # state: (producer (i, pc), consumers (sorted tuple of (i, pc)), full, empty, slots)
-    #   full/empty: tuple of (parity, pending, tx) per slot; slots: tuple of (iteration, status)
+    def canon(cons, moved=range(NG)):
+        """Symmetry: the warps of a group (all, without ``order``) are interchangeable; sort the groups ``moved``."""
+        if NG == 1:
+            return tuple(sorted(cons))
+        for g in moved if K > 1 else ():
+            cons[g * K:(g + 1) * K] = sorted(cons[g * K:(g + 1) * K])
+        return tuple(cons)
+
+    def bar_arrive(bars, ncons, g):
+        """One warp arrives on ``b_g``; completing the generation lets its warps blocked in bar.sync go on."""
+        n = bars[g] + 1
+        if n >= proto.bar_init:
+            n = 0
+            for w in range(g * K, (g + 1) * K):
+                if ncons[w][1] == _SYNC:
+                    ncons[w] = step(w, (ncons[w][0], _TURN, ncons[w][2]))
+        return bars[:g] + (n,) + bars[g + 1:], " (completes it)" if n == 0 else ""
+
+    def out_of_order(cons, w, i):
+        g = w // K
+        for v, (vi, vpc, _) in enumerate(cons):
+            if v // K != g and vi < N and vpc in SECT[v // K, vi]:
+                return (f"a consumer warp of group {g} starts its section of iteration {i} while a warp of group "
+                        f"{v // K} is in its section of iteration {vi}")
+        h, j = order[pos[g] - 1], i - (g == first)
+        if j >= 0 and not all(past_read(v, cons[v], j) for v in range(h * K, (h + 1) * K)):
+            return (f"a consumer warp of group {g} starts its section of iteration {i} before every warp of group "
+                    f"{h} has done its section of iteration {j}")
+        return None
+
+    # state: (producer (i, pc), consumers (canonical tuple of (i, pc, pending)), full, empty, slots, named barriers)
+    #   full/empty: tuple of (parity, pending, tx) per slot; slots: tuple of (iteration, status);
+    #   named barriers: the arrivals of the current generation per group (() without order)
     bar_full = tuple((0, proto.full_init, 0) for _ in range(D))
     bar_empty = tuple((0, proto.empty_init, 0) for _ in range(D))
-    start = ((0, _ACQUIRE if N else _TAIL), tuple((0, _WAIT, 0) for _ in range(C)), bar_full, bar_empty,
-             tuple((-1, _EMPTY) for _ in range(D)))
+    cons0 = [(0, _PROLOGUE if ordered and proto.prologue_arrive and w // K == last else _WAIT, 0) for w in range(C)]
+    start = ((0, _ACQUIRE), canon(cons0), bar_full, bar_empty, tuple((-1, _EMPTY) for _ in range(D)),
+             (0,) * NG if ordered else ())
 
     def settle(bar, s, init):
         parity, pending, tx = bar[s]
@@ -287,7 +412,7 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
 
     def successors(state):
         """(label, next state) pairs, or a ProtocolViolation for a step that breaks a property."""
-        (pi, ppc), cons, full, empty, slots = state
+        (pi, ppc), cons, full, empty, slots, bars = state
         out = []
         # producer
         if ppc == _ACQUIRE or ppc == _TAIL:
@@ -296,24 +421,24 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
             if empty[s][0] != ph ^ 1:
                 if ppc == _ACQUIRE:
                     out.append((f"producer acquires slot {s} for iteration {pi}", ((pi, _ISSUE), cons, full, empty,
-                                                                                  slots)))
+                                                                                  slots, bars)))
                 else:
-                    last = pi + 1 == N + D
-                    nxt = (pi + 1, _DONE if last else _TAIL)
+                    end = pi + 1 == N + D
+                    nxt = (pi + 1, _DONE if end else _TAIL)
                     label = f"producer tail acquires slot {s}"
-                    if last:
-                        pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto)]
+                    if end:
+                        pending = [w for w in range(C) if not has_read(w, cons[w], N - 1)]
                         if pending or any(st in (_INFLIGHT, _PARTIAL) for _, st in slots):
                             out.append(ProtocolViolation(
                                 "producer-tail", "the producer exits while tiles are unread or copies in flight",
                                 (label,)))
                             return out
-                    out.append((label, (nxt, cons, full, empty, slots)))
+                    out.append((label, (nxt, cons, full, empty, slots, bars)))
         elif ppc == _ISSUE:
             s = pi % D
             prev = slots[s][0]
             if prev >= 0:
-                unread = [g for g in range(C) if not _has_read(cons[g], prev, proto)]
+                unread = [w for w in range(C) if not has_read(w, cons[w], prev)]
                 if unread:
                     out.append(ProtocolViolation(
                         "overwrite", f"the producer writes iteration {pi} into slot {s} while a consumer group has "
@@ -326,13 +451,13 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
             else:
                 nxt = (pi + 1, _TAIL) if proto.producer_tail else (pi + 1, _DONE)
             if nxt[1] == _DONE:
-                pending = [g for g in range(C) if not _has_read(cons[g], N - 1, proto)]
+                pending = [w for w in range(C) if not has_read(w, cons[w], N - 1)]
                 if pending:
                     out.append(ProtocolViolation(
                         "producer-tail", "the producer exits (no tail) while tiles are unread or copies in flight",
                         (f"producer issues iteration {pi} and exits",)))
                     return out
-            out.append((f"producer issues iteration {pi} into slot {s}", (nxt, cons, nfull, empty, nslots)))
+            out.append((f"producer issues iteration {pi} into slot {s}", (nxt, cons, nfull, empty, nslots, bars)))
         # copy engine
         for s, (it, st) in enumerate(slots):
             if st == _INFLIGHT and not proto.tma and proto.lanes > 1:
@@ -340,71 +465,91 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
                 nslots = slots[:s] + ((it, _PARTIAL),) + slots[s + 1:]
                 nfull = arrive(full, s, proto.full_init, n=proto.lanes - 1)
                 out.append((f"copies of iteration {it} land in slot {s} but for one lane's",
-                            ((pi, ppc), cons, nfull, empty, nslots)))
+                            ((pi, ppc), cons, nfull, empty, nslots, bars)))
             elif st == _PARTIAL:
                 nslots = slots[:s] + ((it, _READY),) + slots[s + 1:]
                 nfull = arrive(full, s, proto.full_init)
                 out.append((f"the last lane's copy of iteration {it} lands in slot {s}",
-                            ((pi, ppc), cons, nfull, empty, nslots)))
+                            ((pi, ppc), cons, nfull, empty, nslots, bars)))
             elif st == _INFLIGHT:
                 nslots = slots[:s] + ((it, _READY),) + slots[s + 1:]
                 nfull = complete_tx(full, s, proto.full_init, 1) if proto.tma else arrive(full, s, proto.full_init,
                                                                                          n=proto.lanes)
-                out.append((f"copy of iteration {it} lands in slot {s}", ((pi, ppc), cons, nfull, empty, nslots)))
-        # consumers (identical programs: one representative per distinct local state)
+                out.append((f"copy of iteration {it} lands in slot {s}",
+                            ((pi, ppc), cons, nfull, empty, nslots, bars)))
+        # consumers (identical programs within a group: one representative per distinct local state)
         seen = set()
-        for g, (ci, cpc, cpend) in enumerate(cons):
-            if cons[g] in seen or cpc == _FINISHED:
+        for w, c in enumerate(cons):
+            ci, cpc, cpend = c
+            g = w // K
+            if (g, c) in seen or cpc in (_FINISHED, _SYNC):
                 continue
-            seen.add(cons[g])
+            seen.add((g, c))
+            who = f"consumer warp of group {g}" if ordered else "consumer"
             s = ci % D
-            ph = _phase(ci, D, proto.consumer_flips_phase)
             ncons = list(cons)
-            nfull, nempty = full, empty
+            nfull, nempty, nbars, moved = full, empty, bars, (g,)
             if cpc == _WAIT:
-                if full[s][0] == ph:
+                if full[s][0] == _phase(ci, D, proto.consumer_flips_phase):
                     continue
-                ncons[g] = (ci, next_pc[_WAIT], cpend)
-                label = f"consumer waits slot {s} (iteration {ci})"
+                ncons[w] = step(w, c)
+                label = f"{who} waits slot {s} (iteration {ci})"
             elif cpc == _READ:
                 it, st = slots[s]
                 if it != ci or st != _READY:
                     what = "nothing" if it < 0 else f"iteration {it}" + (" still in flight" if st in (_INFLIGHT, _PARTIAL) else "")
                     out.append(ProtocolViolation(
                         "read-before-commit", f"a consumer group reads slot {s} for iteration {ci} but it holds {what}",
-                        (f"consumer reads slot {s} (iteration {ci})",)))
+                        (f"{who} reads slot {s} (iteration {ci})",)))
                     return out
                 if lag:
-                    label = f"consumer issues {G} wgmma group(s) reading slot {s} (iteration {ci})"
+                    label = f"{who} issues {G} wgmma group(s) reading slot {s} (iteration {ci})"
                     cpend += G
                 else:
-                    label = f"consumer reads slot {s} (iteration {ci})"
-                ncons[g] = (ci, next_pc[_READ], cpend) if _READ in next_pc else (*advance(ci), cpend)
+                    label = f"{who} reads slot {s} (iteration {ci})"
+                bad = ordered and out_of_order(cons, w, ci)
+                if bad:
+                    out.append(ProtocolViolation("order", bad, (label,)))
+                    return out
+                ncons[w] = step(w, (ci, cpc, cpend))
             elif cpc == _WAITGROUP:
                 # the reads complete as late as the wait allows: the worst case for the slots they read
-                label = f"consumer wgmma.wait_group {proto.wait_n} (iteration {ci})"
-                cpend = min(cpend, proto.wait_n)
-                ncons[g] = (ci, next_pc[_WAITGROUP], cpend) if _WAITGROUP in next_pc else (*advance(ci), cpend)
+                label = f"{who} wgmma.wait_group {proto.wait_n} (iteration {ci})"
+                ncons[w] = step(w, (ci, cpc, min(cpend, proto.wait_n)))
             elif cpc == _RELEASE:
                 if lag and ci == 0:
-                    label = "consumer releases nothing (iteration 0)"
+                    label = f"{who} releases nothing (iteration 0)"
                 else:
                     rs = (ci - lag) % D
-                    label = f"consumer releases slot {rs} (iteration {ci - lag})"
+                    label = f"{who} releases slot {rs} (iteration {ci - lag})"
                     nempty = arrive(empty, rs, proto.empty_init)
-                ncons[g] = (ci, next_pc[_RELEASE], cpend) if _RELEASE in next_pc else (*advance(ci), cpend)
+                ncons[w] = step(w, c)
             elif cpc == _FINAL_WAIT:
-                label = "consumer wgmma.wait_group 0 after the loop"
-                ncons[g] = (ci, _FINAL_RELEASE if proto.final_release else _FINISHED, 0)
-            else:  # _FINAL_RELEASE
+                label = f"{who} wgmma.wait_group 0 after the loop"
+                ncons[w] = (ci, _FINAL_RELEASE if proto.final_release else _FINISHED, 0)
+            elif cpc == _FINAL_RELEASE:
                 rs = (N - 1) % D
-                label = f"consumer releases slot {rs} (iteration {N - 1}) after the loop"
+                label = f"{who} releases slot {rs} (iteration {N - 1}) after the loop"
                 nempty = arrive(empty, rs, proto.empty_init)
-                ncons[g] = (ci, _FINISHED, cpend)
-            out.append((label, ((pi, ppc), tuple(sorted(ncons)), nfull, nempty, slots)))
+                ncons[w] = (ci, _FINISHED, cpend)
+            elif cpc == _PROLOGUE:
+                ncons[w] = (ci, _WAIT, cpend)
+                nbars, done = bar_arrive(bars, ncons, first)
+                moved = (g, first)
+                label = f"{who} bar.arrive b{first} before the loop{done}"
+            elif cpc == _TURN:
+                ncons[w] = (ci, _SYNC, cpend)
+                nbars, done = bar_arrive(bars, ncons, g)
+                label = f"{who} bar.sync b{g} (iteration {ci}){done}"
+            else:  # _PASS
+                h = order[(pos[g] + 1) % NG]
+                ncons[w] = step(w, c)
+                nbars, done = bar_arrive(bars, ncons, h)
+                moved = (g, h)
+                label = f"{who} bar.arrive b{h} (iteration {ci}){done}"
+            out.append((label, ((pi, ppc), canon(ncons, moved), nfull, nempty, slots, nbars)))
         return out
 
-    start = (start[0], tuple(sorted(start[1])), *start[2:])
     parent: dict = {start: None}
     queue = deque([start])
     violations: list[ProtocolViolation] = []
@@ -420,12 +565,23 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
         state = queue.popleft()
         succ = successors(state)
         finished = state[0][1] == _DONE and all(pc == _FINISHED for _, pc, _ in state[1])
+        if finished and any(state[5]):
+            left = ", ".join(f"b{g} holds {n}" for g, n in enumerate(state[5]) if n)
+            violations.append(ProtocolViolation(
+                "barrier-leftover", f"every agent has finished but a named barrier has a partial generation: "
+                f"{left} of {proto.bar_init} arrival(s)", trace(state)))
+            break
         if not succ and not finished:
             (pi, ppc), cons = state[0], state[1]
-            stuck = [f"producer at iteration {pi}" if ppc != _DONE else None] + \
-                [f"a consumer group at iteration {ci}" for ci, pc, _ in cons if pc != _FINISHED]
-            violations.append(ProtocolViolation("deadlock", "no agent can move: " + ", ".join(
-                s for s in stuck if s), trace(state)))
+            stuck = [f"producer at iteration {pi}"] if ppc != _DONE else []
+            if not ordered:
+                stuck += [f"a consumer group at iteration {ci}" for ci, pc, _ in cons if pc != _FINISHED]
+            else:   # warps of one group at one place: counted
+                where = [(w // K, " at bar.sync" if pc == _SYNC else "", ci) for w, (ci, pc, _) in enumerate(cons)
+                         if pc != _FINISHED]
+                stuck += [f"{'a consumer warp' if n == 1 else f'{n} consumer warps'} of group {g}{at} (iteration {ci})"
+                          for (g, at, ci), n in sorted({x: where.count(x) for x in where}.items())]
+            violations.append(ProtocolViolation("deadlock", "no agent can move: " + ", ".join(stuck), trace(state)))
             break
         for item in succ:
             if isinstance(item, ProtocolViolation):
@@ -439,4 +595,3 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
                                      f"(depth {D}, {C} consumer groups, {N} iterations): give fewer iterations")
                 queue.append(nxt)
     return ProtocolReport(protocol=proto, iterations=N, states=len(parent), violations=tuple(violations))
-
