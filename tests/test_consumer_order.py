@@ -172,3 +172,18 @@ def test_an_order_the_transform_refuses_falls_back_to_one_group_and_says_why(mon
     assert WS_CONSUMER_ORDER not in sch.get(k0).annotations
     assert ws.groups_note.startswith("one group: the transform refused the ordered groups")
     assert "split a warp group" in plan.explain()
+
+
+def test_a_protocol_too_large_to_check_is_no_kernel(monkeypatch):
+    """No verdict, no kernel: the state budget becomes an UnsupportedLoopError (an ordered plan then falls back
+    to one group, as above)."""
+    import tvm_twill.transforms.ws_lowering as L
+    from tvm_twill.errors import InputError
+
+    def over_budget(proto):
+        raise InputError("ring protocol check explored more than 2000000 states")
+    monkeypatch.setattr(L, "check_ring", over_budget)
+    sch, k0, k1 = tensorcore_gemm(N)
+    with pytest.raises(UnsupportedLoopError, match="could not be model checked .ring protocol check explored"):
+        tvm_twill.auto_pipeline(sch, [k0, k1], "sm_80", warp_specialize=True)
+    assert WS_CONSUMER_ORDER not in sch.get(k0).annotations
