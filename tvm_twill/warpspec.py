@@ -200,12 +200,12 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
         return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})"
     order = group_order(sched, split, names, g)
     ii = sched.ii * q
+    if sched.ii >= one_ii:
+        return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "
+                                          f"cycles, no better than one group's {one_ii * q}")
     if order is None:
         return None, (sched, split, on), (f"one group: the joint schedule of {g} groups (ii {ii} cycles) does "
                                           "not give each group a warp role of its own")
-    if sched.ii >= one_ii:
-        return None, (sched, split, on), (f"one group: {g} ordered groups of {warps // g} warps reach ii {ii} "
-                                          f"cycles, no better than one group's {one_ii * q}")
     return order, (sched, split, on), (f"{g} groups of {warps // g} warps taking turns in the order "
                                        f"{', '.join(map(str, order))}: ii {ii} cycles vs {one_ii * q} with one group")
 
