@@ -94,7 +94,7 @@ def test_ordered_kernels_fit_registers_without_spills(ordered, arch, tmp_path):
 def test_order_annotation_must_be_a_permutation():
     sch, k0, k1 = tensorcore_gemm(N)
     tvm_twill.auto_pipeline(sch, [k0, k1], "sm_80", warp_specialize=True)
-    for bad in ([0, 0], [1], [0, 2]):
+    for bad in ([0, 0], [1], [0, 2], [0, "x"]):
         sch.annotate(k0, WS_CONSUMER_ORDER, bad)
         with pytest.raises(UnsupportedLoopError, match=re.escape(f"must be a permutation of 0 .. G-1 with "
                                                                  f"2 <= G <= 15, got {bad}")):

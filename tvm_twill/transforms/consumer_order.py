@@ -62,10 +62,10 @@ def read_order(loop) -> tuple[int, ...] | None:
     raw = (loop.annotations or {}).get(WS_CONSUMER_ORDER)
     if raw is None:
         return None
-    order = tuple(const_int(v) if not isinstance(v, int) else v for v in raw)
-    if not 2 <= len(order) <= _MAX_GROUPS or sorted(order) != list(range(len(order))):
+    order = tuple(v if isinstance(v, int) else const_int(v) for v in raw)
+    if not 2 <= len(order) <= _MAX_GROUPS or None in order or sorted(order) != list(range(len(order))):
         _fail(f"{WS_CONSUMER_ORDER} must be a permutation of 0 .. G-1 with 2 <= G <= {_MAX_GROUPS}, got "
-              f"{list(order)}")
+              f"{[v if v is not None else str(r) for v, r in zip(order, raw)]}")
     return order
 
 
@@ -159,9 +159,7 @@ class Ordering:
         ``reads``: indices of those reading a ring slot) and ``placed`` (the prologue and the loop)."""
         turns = [i for i, st in enumerate(seq) if self.is_turn(st)]
         passes = [i for i, st in enumerate(seq) if self.is_pass(st)]
-        prologue = isinstance(placed, tirx.SeqStmt) and any(
-            isinstance(st, tirx.IfThenElse) and self.is_pass(tirx.IfThenElse(st.condition, st.then_case, None))
-            for st in placed.seq[:-1])
+        prologue = isinstance(placed, tirx.SeqStmt) and any(self.is_pass(st) for st in placed.seq[:-1])
         skip = False
         if passes:  # the pass guard for the last group's warps in the last iteration
             wpg = self.consumer_warps // self.groups
