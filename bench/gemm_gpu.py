@@ -36,7 +36,8 @@ except ImportError:  # a source checkout without `pip install -e .`
 N = 4096
 def variants(arch: str, time_limit: float):
     """(name, schedule, annotations, model II in cycles, TIR pipeline, tensor maps) for the kernels: six on
-    every arch, eight on sm_90a (the wgmma GEMM, plain and warp-specialized).  Tensor maps: the
+    every arch, nine on sm_90a (the wgmma GEMM, plain and warp-specialized with and without the 128-byte
+    swizzled rings).  Tensor maps: the
     ``TensorMapSpec.to_json()`` of each TMA tensor copy, which a launcher outside TVM must encode."""
     import tvm_twill
     from tvm_twill.workloads import TVM_HAND_ANNOTATIONS, tensorcore_gemm
@@ -80,6 +81,14 @@ def variants(arch: str, time_limit: float):
         plan = tvm_twill.auto_pipeline(sch, k0, arch, time_limit=time_limit, warp_specialize=True)
         out.append(("wgmma_ws", sch, {"k0": plan.annotations}, plan.warp_specialization.ii_ws_cycles,
                     plan.tir_pipeline, _maps(plan)))
+        # the same kernel with the rings in the consumer's own no-swizzle layout (3-d TMA boxes of 16-byte
+        # rows): the GPU run compares the two layouts' numerics and times
+        from tvm_twill.model.pipeline import WS_SWIZZLE
+        sch, k0, _ = wgmma_gemm(N)
+        sch.annotate(k0, WS_SWIZZLE, 0)
+        plan = tvm_twill.auto_pipeline(sch, k0, arch, time_limit=time_limit, warp_specialize=True)
+        out.append(("wgmma_ws_noswizzle", sch, {"k0": {**plan.annotations, WS_SWIZZLE: 0}},
+                    plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline, _maps(plan)))
     return out
 
 
@@ -88,7 +97,7 @@ def _maps(plan) -> list:
 
 
 #: Variants whose kernel reads B as N x K (K-major): C = A @ B^T.
-B_TRANSPOSED = {"wgmma_plain", "wgmma_ws"}
+B_TRANSPOSED = {"wgmma_plain", "wgmma_ws", "wgmma_ws_noswizzle"}
 
 
 def export(args) -> int:

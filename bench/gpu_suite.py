@@ -13,7 +13,8 @@ and launch configuration of TVM's tensor-core GEMM pipelined six ways
 warp-specialized kernel of ``auto_pipeline(..., warp_specialize=True)``:
 producer warp + mbarrier ring, and that kernel with its consumer warps in
 two groups taking turns through named barriers); on sm_90a also the wgmma GEMM of
-``workloads.wgmma_gemm``, plain and warp-specialized, which reads B as N x K;
+``workloads.wgmma_gemm``, plain and warp-specialized (with 128-byte swizzled rings, and with the
+no-swizzle layout), which reads B as N x K;
 see ``bench/gemm_gpu.py``).  ``run`` builds each with ``nvcc -cubin``, checks it
 against torch (fp32) and numpy (a row slice), times it against
 ``torch.matmul`` (cuBLAS) and writes ``bench/results/gpu_gemm_<arch>.json``

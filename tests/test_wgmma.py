@@ -129,23 +129,28 @@ def test_warp_specialized_wgmma_kernel(ws_kernel, tmp_path):
     assert plan.applied and ws.chosen and ws.copy == "bulk" and ws.protocol.ok
     for needle in ("mbarrier.try_wait.parity", "expect_tx", "elect.sync", "setmaxnreg.dec.sync.aligned",
                    "setmaxnreg.inc.sync.aligned",
-                   "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                   "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
                    "const __grid_constant__ CUtensorMap A_tmap0", "const __grid_constant__ CUtensorMap B_tmap1",
                    "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "__launch_bounds__(256, 1)",
                    "float C_local_ptr[64];"):
         assert needle in src, needle
-    # each tile is one TMA box of the core-matrix layout (k % 8, row, k // 8): two tensor copies per iteration
-    assert ws.facts.copy_plans == ("A_shared.dyn: 1 TMA tensor copy (3-d box 8 x 64 x 8, 8192 B)",
-                                   "B_shared.dyn: 1 TMA tensor copy (3-d box 8 x 128 x 8, 16384 B)")
+    # each tile is one TMA box of 128-byte rows, stored with the 128-byte swizzle (wgmma_swizzle): the
+    # descriptors say so (LBO 1 = unused, SBO 64 = 1024 B, layout 3 = 128-byte swizzle)
+    assert ws.facts.copy_plans == ("A_shared.dyn: 1 TMA tensor copy (2-d box 64 x 64, 8192 B, swizzle 128 B)",
+                                   "B_shared.dyn: 1 TMA tensor copy (2-d box 64 x 128, 16384 B, swizzle 128 B)")
     a_map, b_map = (m.to_json() for m in ws.facts.tensor_maps)
-    assert a_map["global_dims"] == [8, N, N // 8] and a_map["global_strides"] == [2 * N, 16]
-    assert a_map["box"] == [8, 64, 8] and b_map["box"] == [8, 128, 8] and a_map["swizzle"] == 0
+    assert a_map["global_dims"] == [N, N] and a_map["global_strides"] == [2 * N]
+    assert a_map["box"] == [64, 64] and b_map["box"] == [64, 128] and a_map["swizzle"] == b_map["swizzle"] == 3
     body = src[src.index("main_kernel("):]
     assert body.count("cp_async_bulk_tensor_g2s") == 2 and "cp_async_bulk_g2s" not in body
-    # the producer traps if a ring TMA writes to is not 128-byte aligned (instead of reading shifted tiles)
-    assert body.count("tvm_builtin_cuda_trap_when_assert_failed(") == 2 and "% (uint)128) == (uint)0" in body
+    assert body.count("ptx_wgmma_encode_matrix_descriptor(") == 2 and body.count(", 1, 64, 3);") == 2
+    # each swizzled ring is used from its next 1024-byte boundary (a run-time pad), and the producer traps
+    # if that did not hold (instead of reading shifted tiles)
+    assert "int ws_pad0 = " in body and "int ws_pad1 = " in body
+    assert body.count("tvm_builtin_cuda_trap_when_assert_failed(") == 2 and "% (uint)1024) == (uint)0" in body
     text = ws.explain()
     assert "A_shared.dyn: 1 TMA tensor copy" in text and "wgmma.wait_group 4" in text
+    assert "wgmma operand layouts: A_shared.dyn: 128-byte swizzle (64 rows x 128 B" in text
     log = _ptxas(src, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in log
     assert "C7508" not in log and "C75" not in log
@@ -250,3 +255,155 @@ def test_overlap_counts_groups_statically_and_refuses_what_it_cannot_prove():
     assert ov.overlap_groups([k1, touch], 2) is None          # the accumulator written while groups are in flight
     read = tirx.Evaluate(acc)
     assert ov.overlap_groups([k1, read], 2) is None           # ... or read
+
+
+# ---------------------------------------------------------------------------- 128-byte swizzled rings
+_TMA = re.compile(r"cp_async_bulk_tensor_g2s\w*\(tvm_builtin_cuda_cvta_generic_to_shared\(\(&\(\(\(half\*\)buf_dyn_shmem_ptr"
+                  r"\)\[(.+?)\]\)\)\), \(\(void\*\)\(\(unsigned long long\)\(&\((\w+)\)\)\)\), (.+), "
+                  r"tvm_builtin_cuda_cvta_generic_to_shared\(\(&\(ws_full_ptr")
+_DESC = re.compile(r"ptx_wgmma_encode_matrix_descriptor\(\(&\((desc_\w+)_ptr\[0\]\)\), \(&\(\(\(half\*\)"
+                   r"buf_dyn_shmem_ptr\)\[(.+?)\]\)\), (\d+), (\d+), (\d+)\);")
+
+
+def _c_eval(expr: str, env: dict) -> int:
+    """A CUDA index expression of the emitted source, at the given values (integer +, *, %, / >= 0)."""
+    py = expr.replace("(int)", "").replace("blockIdx.x", "bx").replace("blockIdx.y", "by").replace("/", "//")
+    return eval(py, {}, env)  # noqa: S307 - our own generated source
+
+
+def _operand_reads(src, facts, n, bn, p=3, bx=1, by=2):
+    """For block (bx, by), iteration p: {(operand, kk, row, k): (global row, global k)} of every element the
+    consumer's wgmmas read, found by replaying the emitted TMA copies (tensor maps from the plan, box origins
+    and destinations from the source) and reading the emitted descriptors with model.wgmma_layout."""
+    from tvm_twill.model.tma import swizzle
+    from tvm_twill.model.wgmma_layout import operand_addresses
+    env = {"ws_p": p, "ws_k": p, "bx": bx, "by": by, "ws_pad0": 0, "ws_pad1": 0}
+    maps = {m.param: m.to_json() for m in facts.tensor_maps}
+    at = {}  # pool byte -> (global row, global k)
+    for dst, param, coords in _TMA.findall(src):
+        m = maps[param]
+        base = 2 * _c_eval(dst, env)
+        assert base % 1024 == 0                     # a slot starts on an atom (the pool start taken aligned)
+        origin = [_c_eval(c, env) for c in coords.split(", ")]
+        strides = [1] + [s // 2 for s in m["global_strides"]]
+        box = m["box"]
+        for lin in range(int(__import__("math").prod(box))):
+            rem, g = lin, 0
+            for d, e in enumerate(box):
+                g += (origin[d] + rem % e) * strides[d]
+                rem //= e
+            for byte in (0, 1):
+                at[base + swizzle(2 * lin + byte, m["swizzle"])] = (g // n, g % n, byte)
+    reads = {}
+    for name, start, ldo, sdo, layout in _DESC.findall(src):
+        rows = 64 if name == "desc_a" else bn
+        for kk in range(4):
+            addr = operand_addresses(2 * _c_eval(start, {**env, "k_1": kk}), 16 * int(ldo), 16 * int(sdo),
+                                     int(layout), rows, 32)
+            for (i, kb), b in addr.items():
+                gr, gk, byte = at[b]
+                assert byte == kb % 2
+                reads[(name, kk, i, kb // 2)] = (gr, gk)
+    return reads
+
+
+def _expected_reads(n, bn, p=3, bx=1, by=2):
+    """C = A @ B^T: the kk-th m64n{bn}k16 of iteration p reads A[by*64 + i, 64p + 16kk + k], B[bx*bn + j, ...]."""
+    out = {}
+    for kk in range(4):
+        for k in range(16):
+            out.update({("desc_a", kk, i, k): (by * 64 + i, 64 * p + 16 * kk + k) for i in range(64)})
+            out.update({("desc_b", kk, j, k): (bx * bn + j, 64 * p + 16 * kk + k) for j in range(bn)})
+    return out
+
+
+@pytest.fixture(scope="module")
+def ws_kernel_unswizzled():
+    from tvm_twill.model.pipeline import WS_SWIZZLE
+    sch, k0, _ = wgmma_gemm(N)
+    sch.annotate(k0, WS_SWIZZLE, 0)
+    plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    return sch, k0, plan, _compile(sch, plan.tir_pipeline)
+
+
+def test_every_wgmma_reads_the_gemm_operand_element_through_tma_and_its_descriptor(ws_kernel, ws_kernel_unswizzled):
+    """End to end, per element: what TMA writes (tensor map + box origin + slot) and where each descriptor
+    reads are taken from the emitted kernels; both the swizzled and the no-swizzle kernel feed every wgmma
+    exactly the GEMM's operands."""
+    want = _expected_reads(N, 128)
+    for _, _, plan, src in (ws_kernel, ws_kernel_unswizzled):
+        assert _operand_reads(src, plan.warp_specialization.facts, N, 128) == want
+
+
+def test_a_wrong_descriptor_mode_is_caught_by_the_end_to_end_check(ws_kernel):
+    _, _, plan, src = ws_kernel
+    bad = src.replace(", 1, 64, 3);", ", 1, 64, 0);", 1)     # A's descriptor says "no swizzle"
+    with pytest.raises((AssertionError, KeyError)):
+        assert _operand_reads(bad, plan.warp_specialization.facts, N, 128) == _expected_reads(N, 128)
+
+
+def test_swizzle_can_be_turned_off(ws_kernel_unswizzled, tmp_path):
+    _, _, plan, src = ws_kernel_unswizzled
+    ws = plan.warp_specialization
+    assert ws.facts.copy_plans == ("A_shared.dyn: 1 TMA tensor copy (3-d box 8 x 64 x 8, 8192 B)",
+                                   "B_shared.dyn: 1 TMA tensor copy (3-d box 8 x 128 x 8, 16384 B)")
+    assert ws.facts.operand_layouts == ("A_shared.dyn: no swizzle (tvm_twill.ws_swizzle = 0)",
+                                        "B_shared.dyn: no swizzle (tvm_twill.ws_swizzle = 0)")
+    assert "ws_pad" not in src and src.count(", 64, 8, 0);") == 1 and ws.protocol.ok
+    assert "0 bytes spill stores" in _ptxas(src, tmp_path)
+
+
+def test_swizzle_pads_past_shared_memory_fall_back_and_rings_past_it_are_refused():
+    import dataclasses
+
+    from tvm_twill.model.machine import get_machine
+    h100 = get_machine("h100")
+    sch, k0, _ = wgmma_gemm(N)   # 6 slots x 24 KB: 147584 B unswizzled, 149632 B with the two 1 KB pads
+    plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True,
+                                   machine=dataclasses.replace(h100, smem_bytes=148000))
+    ws = plan.warp_specialization
+    assert "no swizzle: the swizzled rings' alignment pads need 149632 B" in ws.explain()
+    assert all("no swizzle" in s for s in ws.facts.operand_layouts) and ws.facts.ring_bytes == 147456
+    sch, k0, _ = wgmma_gemm(N)
+    before = sch.mod.script()
+    with pytest.raises(tvm_twill.UnsupportedLoopError, match="rings need 147584 B of shared memory, more than "
+                       "the 140000 B"):
+        tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True,
+                                machine=dataclasses.replace(h100, smem_bytes=140000))
+    assert "ws_swizzle" not in sch.mod.script() and "ws_depth" not in sch.mod.script()
+    assert before.count("software_pipeline") == sch.mod.script().count("software_pipeline")
+
+
+def _descriptor_loop(off, ext, ldo=64, sdo=8, layout=0, extra=None):
+    from tvm.script import tirx as T
+    tirx = tvm.tirx
+    tile = tirx.decl_buffer((4096,), "float16", name="A_tile", scope="shared.dyn")
+    desc = tirx.decl_buffer((1,), "uint64", name="desc", scope="local")
+    k = tirx.Var("k", "int32")
+    call = T.cuda.wgmma.encode_matrix_descriptor(
+        T.address_of(desc[0]), T.tvm_access_ptr(T.type_annotation("float16"), tile.data, off(k), ext, 1),
+        ldo, sdo, layout)
+    body = tirx.Evaluate(call) if extra is None else tirx.SeqStmt([tirx.Evaluate(call), extra(tile)])
+    return tile, tirx.For(k, 0, 4, tirx.ForKind.SERIAL, body)
+
+
+@pytest.mark.parametrize("case,reason", [
+    (dict(off=lambda k: k * 1024, ext=1024), None),                         # k16 slices: chunks 0, 2, 4, 6
+    (dict(off=lambda k: (k + 4) * 512, ext=1024), "crosses a 128-byte atom row"),  # chunk 7 + 1: next atom
+    (dict(off=lambda k: k * 1024 + 4, ext=1024), "inside a core matrix"),
+    (dict(off=lambda k: k * 1024 + tvm.tirx.Var("x", "int32"), ext=1024), "not a function of constant-range"),
+    (dict(off=lambda k: k * 1024, ext=1024, layout=3), "already laid out with swizzle mode 3"),
+    (dict(off=lambda k: k * 1024, ext=1024, sdo=64), "SBO 1024 B"),
+    (dict(off=lambda k: k * 1024, ext=1024, ldo=48), "k chunks a multiple of 8"),   # 48 rows: 10.7 chunks
+    (dict(off=lambda k: k * 1024, ext=1024,
+          extra=lambda t: tvm.tirx.Evaluate(tvm.tirx.BufferLoad(t, [0]))), "read other than through wgmma"),
+])
+def test_swizzle_candidates_refuse_what_they_cannot_prove(case, reason):
+    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms.wgmma_swizzle import candidates
+    tile, loop = _descriptor_loop(**case)
+    ok, why = candidates([loop], [(tile, 4096, 2)], W._uses_var)
+    if reason is None:
+        assert tile in ok and ok[tile].starts == (0, 2048, 4096, 6144) and ok[tile].tile.rows == 64
+    else:
+        assert tile not in ok and reason in why[tile], why

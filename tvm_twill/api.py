@@ -354,7 +354,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
         if ws.chosen:
             if not opts.apply:
                 return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
-            ws = apply_warp_specialization(sch, ref, ws, target)
+            ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
             return replace(plan, warp_specialization=ws, applied=True,
                            outcome=f"warp-specialized loop '{ex.loop}' (compile with tir_pipeline="
                                    f"plan.tir_pipeline)")

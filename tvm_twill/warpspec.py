@@ -28,7 +28,7 @@ from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend.ir import thread_extents
 from .model import Schedule
 from .model.groups import group_order, split_consumers
-from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS
+from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
 from .report import register_peaks
 from .transforms import buffer_versions
 from .transforms.wgmma_overlap import has_wgmma
@@ -72,6 +72,9 @@ class WarpSpecialization:
     that ii); ``groups_ii_cycles`` / ``groups_note``: the ii of the split
     and why it was or was not taken; ``one_group``: the plan with one
     consumer group, applied instead if the transform refuses the order.
+    ``layout_note``: why the rings were emitted without the 128-byte swizzle
+    they qualified for (their alignment pads past shared memory), or None;
+    each ring's layout is in ``facts.operand_layouts``.
     """
 
     chosen: bool
@@ -92,6 +95,7 @@ class WarpSpecialization:
     groups_ii_cycles: int | None = None
     groups_note: str | None = None
     one_group: object = None
+    layout_note: str | None = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -127,6 +131,10 @@ class WarpSpecialization:
                          + "; ".join(f"{k} = {v}" for k, v in self.barriers.items()))
             if self.facts is not None and self.facts.copy_plans:
                 lines.append("  producer copies per slot: " + "; ".join(self.facts.copy_plans))
+            if self.facts is not None and self.facts.operand_layouts:
+                lines.append("  wgmma operand layouts: " + "; ".join(self.facts.operand_layouts))
+            if self.layout_note:
+                lines.append(f"  {self.layout_note}")
             if self.facts is not None and self.facts.release_lag:
                 lines.append(f"  consumer wgmma: {self.facts.wgmma_groups} commit groups per iteration stay in "
                              f"flight (wgmma.wait_group {self.facts.wgmma_wait}), slot k-1 released after it")
@@ -284,8 +292,13 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     return finish(grouped[0], grouped[1], grouped[2], order, note, one_group=base)
 
 
-def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target) -> WarpSpecialization:
-    """Write the annotations, run the transform and the protocol check; on failure restore the loop."""
+def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None = None
+                              ) -> WarpSpecialization:
+    """Write the annotations, run the transform and the protocol check; on failure restore the loop.
+
+    ``smem_limit``: the machine's shared bytes per block.  Rings past it are refused; when only the
+    swizzled rings' 1024-byte alignment pads put them past it, the kernel is emitted again without the
+    swizzle (``tvm_twill.ws_swizzle = 0``, said in the plan)."""
     saved = {k: ref.node.annotations[k] for k in (*ANNOTATION_KEYS, *WS_KEYS) if k in (ref.node.annotations or {})}
     for k in saved:
         sch.unannotate(ref.rv, k)
@@ -296,6 +309,21 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target) -> WarpS
         sch.annotate(ref.rv, WS_CONSUMER_ORDER, list(ws.consumer_order))
     try:
         facts, report = emit_and_check(sch.mod, target)
+        need = facts.ring_bytes + 16 * -(-ws.ring_depth // 8) * 8  # + the full / empty mbarrier arrays
+        if smem_limit is not None and need > smem_limit:
+            swizzled = any("128-byte swizzle" in s for s in facts.operand_layouts)
+            if swizzled and WS_SWIZZLE not in (sch.get(ref.rv).annotations or {}):
+                note = (f"no swizzle: the swizzled rings' alignment pads need {need} B of shared memory, more "
+                        f"than the {smem_limit} B a block has")
+                sch.annotate(ref.rv, WS_SWIZZLE, 0)
+                try:
+                    return replace(apply_warp_specialization(sch, ref, ws, target, smem_limit), layout_note=note)
+                except Exception:
+                    sch.unannotate(ref.rv, WS_SWIZZLE)
+                    raise
+            raise UnsupportedLoopError(f"warp specialization: the {ws.ring_depth}-slot rings need {need} B of "
+                                       f"shared memory, more than the {smem_limit} B a block has: plan a smaller "
+                                       "tile or without warp_specialize")
     except Exception as e:
         for k in WS_KEYS:
             if k in (sch.get(ref.rv).annotations or {}):
@@ -305,7 +333,8 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target) -> WarpS
         if isinstance(e, UnsupportedLoopError) and ws.one_group is not None:  # said in the plan, not silent
             why = str(e).removeprefix("warp specialization: ")
             return apply_warp_specialization(sch, ref, replace(
-                ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})"), target)
+                ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})"), target,
+                smem_limit)
         raise
     register_pipeline()
     return replace(ws, facts=facts, protocol=report, copy=facts.copy)

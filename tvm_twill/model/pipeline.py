@@ -15,7 +15,7 @@ from typing import Mapping
 from ..errors import InputError
 
 __all__ = ["ANNOTATION_KEYS", "ASYNC_STAGES", "ORDER", "PipelineAnnotation", "STAGE", "WS_CONSUMER_ORDER", "WS_DEPTH", "WS_KEYS",
-           "WS_REGISTERS", "WS_WGMMA_OVERLAP"]
+           "WS_REGISTERS", "WS_SWIZZLE", "WS_WGMMA_OVERLAP"]
 
 #: Loop annotation keys read by InjectSoftwarePipeline (the one place they are spelled).
 STAGE = "software_pipeline_stage"
@@ -36,6 +36,10 @@ WS_KEYS = (WS_DEPTH, WS_REGISTERS, WS_CONSUMER_ORDER)
 #: (``wait_group 0`` after each); absent or 1: one iteration's groups stay in flight where safe
 #: (``transforms.wgmma_overlap``).
 WS_WGMMA_OVERLAP = "tvm_twill.ws_wgmma_overlap"
+#: Optional (a user's): 0 keeps every ring in the consumer's own layout; absent or 1: a ring read only
+#: through wgmma descriptors is stored with TMA's and wgmma's 128-byte swizzle where that is proved
+#: equivalent (``transforms.wgmma_swizzle``).
+WS_SWIZZLE = "tvm_twill.ws_swizzle"
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from ..model.tma import CopyPlan, plan_copy
 
 __all__ = ["TensorMapSpec", "TileCopy", "plan_tile_copy"]
 
-#: Swizzle modes the transform may pick.  Only unswizzled boxes for now: a swizzled box needs its slot on
-#: a 256..1024-byte boundary, which the dynamic shared memory pool does not promise.
+#: Swizzle modes the transform may pick for a slot in the consumer's own layout: none (a swizzled box needs
+#: the slot's layout to be swizzled, which only ``wgmma_swizzle`` chooses, with ``relayout``).
 MODES = (0,)
 #: Slot alignment the tensor path needs (TMA writes to 128-byte aligned shared addresses).
 TENSOR_ALIGN = 128
@@ -106,14 +106,15 @@ def _i32(x):
 
 # ---------------------------------------------------------------------------- the planner
 def plan_tile_copy(func, copy, point_vars: list, outer: list, ring, slot_elems: int, elem_bytes: int,
-                   index: int, tensor: bool = True) -> TileCopy | None:
+                   index: int, tensor: bool = True, relayout=None) -> TileCopy | None:
     """Plan ``copy`` (a ``warp_specialize._Copy``), or None.  ``tensor=False``, or a tensor plan whose
     coordinates cannot be proved in range: bulk rows only.
 
     ``point_vars``: [(var, min, extent)] the nest's thread variables, loops and vector lane; ``outer``:
     [(var, min, extent)] the block indices and the pipelined loop variable (everything else a base
     address may use); ``ring``: the ring buffer, ``slot_elems`` its slot size; ``index``: the copy's
-    number (names its tensor map)."""
+    number (names its tensor map); ``relayout``: a ``model.wgmma_layout.SwizzledTile`` whose 128-byte
+    swizzled layout the slot takes instead of the nest's own (only a tensor copy with that swizzle)."""
     import numpy as np
 
     src, dst = copy.store.value, copy.store.indices[0]
@@ -135,8 +136,11 @@ def plan_tile_copy(func, copy, point_vars: list, outer: list, ring, slot_elems: 
     n = grids[0].size if grids else 1
     g = np.broadcast_to(np.asarray(g), (n,)).tolist()
     s = np.broadcast_to(np.asarray(s), (n,)).tolist()
+    if relayout is not None:
+        s = [relayout.physical(x * elem_bytes) // elem_bytes for x in s]
     pairs = list(zip(g, s))
-    plan = plan_copy(pairs, elem_bytes, slot_elems * elem_bytes, MODES if tensor else ())
+    plan = plan_copy(pairs, elem_bytes, slot_elems * elem_bytes, (3,) if relayout is not None else
+                     MODES if tensor else ())
     if plan is None:
         return None
     for v, m, e in outer:
@@ -145,7 +149,7 @@ def plan_tile_copy(func, copy, point_vars: list, outer: list, ring, slot_elems: 
     origin = ana.simplify(base + plan.origin[0])
     if plan.kind == "tensor":
         tile = _tensor(func, copy, plan, origin, ring, ana, index)
-        if tile is not None:
+        if tile is not None or relayout is not None:
             return tile
         plan = plan_copy(pairs, elem_bytes, slot_elems * elem_bytes, ())
         if plan is None:

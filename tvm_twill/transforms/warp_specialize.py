@@ -23,7 +23,8 @@ warp_specialize=...)``):
   ``arrive.expect_tx`` of the iteration's bytes: that lane issues one
   ``cp.async.bulk.tensor`` per tile or one ``cp.async.bulk`` per contiguous
   row where ``tma_copy`` finds and proves such a plan, the warp's lanes one
-  16-byte ``cp.async.bulk`` per vector otherwise; then a
+  16-byte ``cp.async.bulk`` per vector otherwise (a ring read only by wgmma
+  descriptors takes the 128-byte swizzle, ``wgmma_swizzle``); then a
   producer tail that acquires every slot once more, so the warp exits only
   after every consumer released every slot;
 * consumers: wait ``full[s]`` at ``phase``, run the original body reading
@@ -53,8 +54,10 @@ from dataclasses import dataclass
 from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
 from ..frontend.ir import substitute as _subst
-from ..model.pipeline import WS_DEPTH, WS_REGISTERS, WS_WGMMA_OVERLAP
+from ..model.pipeline import WS_DEPTH, WS_REGISTERS, WS_SWIZZLE, WS_WGMMA_OVERLAP
+from ..model.wgmma_layout import ATOM_BYTES
 from . import wgmma_overlap as _ov
+from . import wgmma_swizzle as _sw
 from .consumer_order import Ordering, read_order
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
 from .ws_facts import WsKernelFacts
@@ -310,20 +313,39 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         if vbytes not in (4, 8, 16):
             _fail(f"the copy into '{c.dst.name}' moves {vbytes} bytes per vector; cp.async needs 4, 8 or 16")
 
-    # rings: one per tile, slots padded to 16 bytes
+    # rings: one per tile, slots padded to 16 bytes (128 for TMA); a ring whose tile only wgmma descriptors
+    # read may take the 128-byte swizzle (wgmma_swizzle): 1024 bytes longer, used from a 1024-byte boundary
     rings = {}
     ring_allocs = []
     ring_bytes = 0
     slot_align = TENSOR_ALIGN if bulk else 16
+    tensor_ok = bulk and not _static_shared(func.body) and all(a.buffer.scope() == "shared.dyn" for a in tile_allocs)
+
+    def geometry(b):
+        eb = tvm_ffi.dtype(str(b.dtype)).bits // 8
+        return -(-math.prod(const_int(d) for d in b.shape) * eb // slot_align) * slot_align // eb, eb
+    sw, sw_why = {}, {}
+    if tensor_ok and arch_a:
+        sw, sw_why = _sw.candidates(consumer, [(a.buffer, *geometry(a.buffer)) for a in tile_allocs], _uses_var)
+        for b in list(sw):
+            if sum(c.dst.same_as(b) for c in copies) != 1:
+                sw_why[b] = "written by more than one copy"
+            elif not int(loop.annotations.get(WS_SWIZZLE, 1)):
+                sw_why[b] = f"{WS_SWIZZLE} = 0"
+            else:
+                continue
+            del sw[b]
+    pads = {}
     for a in tile_allocs:
         b = a.buffer
-        n = math.prod(const_int(d) for d in b.shape)
-        eb = tvm_ffi.dtype(str(b.dtype)).bits // 8
-        n = -(-n * eb // slot_align) * slot_align // eb
-        ring = tirx.decl_buffer((depth * n,), b.dtype, name=f"{b.name}_ring", scope=b.scope())
+        n, eb = geometry(b)
+        extra = ATOM_BYTES // eb if b in sw else 0
+        ring = tirx.decl_buffer((depth * n + extra,), b.dtype, name=f"{b.name}_ring", scope=b.scope())
         rings[b] = (ring, n)
+        if extra:
+            pads[b] = (tirx.Var(f"ws_pad{len(pads)}", "int32"), ring, eb)
         ring_allocs.append(tirx.AllocBuffer(ring, {"buffer_data_alignment": 128}))
-        ring_bytes += depth * n * eb
+        ring_bytes += (depth * n + extra) * eb
     # barrier arrays padded to 64 bytes each: the static shared memory before the dynamic pool stays a
     # multiple of 128 bytes, so the rings of the pool keep the 128-byte alignment TMA tensor copies need
     nbar = -(-depth // 8) * 8
@@ -368,7 +390,6 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     total_bytes = _i32(0)
     block_vars = [(s.node.var, _i32(0), s.value) for s in path if isinstance(s, tirx.AttrStmt)
                   and s.attr_key == "thread_extent" and s.node.thread_tag.startswith("blockIdx")]
-    tensor_ok = bulk and not _static_shared(func.body) and all(b.scope() == "shared.dyn" for b in rings)
     for ci, c in enumerate(copies):
         j = tirx.Var(f"ws_c{ci}", "int32")
         c_lin = j * 32 + lane
@@ -379,7 +400,8 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
             tsub.append((tvars["threadIdx.y"], tirx.floormod(tirx.floordiv(c_lin, X), Y)))
         if "threadIdx.z" in tvars:
             tsub.append((tvars["threadIdx.z"], tirx.floordiv(c_lin, X * Y)))
-        ring, n = rings[next(k for k in rings if k.same_as(c.dst))]
+        key = next(k for k in rings if k.same_as(c.dst))
+        ring, n = rings[key]
         eb = tvm_ffi.dtype(str(c.dst.dtype)).bits // 8
         vlen = const_int(c.vec[2]) if c.vec else 1
         vsub = [(c.vec[0], c.vec[1])] if c.vec else []
@@ -391,11 +413,16 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         if bulk:
             pvars = [(tvars[t], _i32(0), _i32(ext[t])) for t in _THREAD_TAGS if t in tvars] + c.loops + \
                 ([c.vec] if c.vec else [])
-            tile = plan_tile_copy(func, c, pvars, block_vars + [(loop.loop_var, loop.min, loop.extent)], ring, n,
-                                  eb, ci, tensor=tensor_ok)
+            outer = block_vars + [(loop.loop_var, loop.min, loop.extent)]
+            tile = plan_tile_copy(func, c, pvars, outer, ring, n, eb, ci, tensor=tensor_ok,
+                                  relayout=sw[key].tile if key in sw else None)
+            if key in sw and (tile is None or tile.plan.kind != "tensor" or tile.plan.swizzle != 3):
+                sw_why[key] = "no 128-byte swizzled TMA box reproduces the copy"
+                del sw[key]
+                tile = plan_tile_copy(func, c, pvars, outer, ring, n, eb, ci, tensor=tensor_ok)
         if tile is not None:
             op = None
-            stmt = tile.issue(slot * n, full.ptr_to([slot]))
+            stmt = tile.issue(slot * n + (pads[key][0] if key in sw else 0), full.ptr_to([slot]))
             for g in reversed(c.guards):
                 stmt = tirx.IfThenElse(g, stmt, None)
             elected.append(stmt)
@@ -403,7 +430,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
             host += tile.host
             if tile.tensor_map is not None:
                 tensor_maps.append(tile.tensor_map)
-                aligned.append(ring)
+                aligned.append((ring, pads[key][0], ATOM_BYTES) if key in sw else (ring, 0, TENSOR_ALIGN))
         elif bulk:
             plans.append(f"{c.dst.name}: {n_threads * math.prod(const_int(e) for _, _, e in c.loops)} bulk copies of "
                          f"{vlen * eb} B (one per lane and vector)")
@@ -444,10 +471,10 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     slot_t, phase_t = slot_phase(it_t)
     tail = tirx.For(it_t, trip, _i32(depth), tirx.ForKind.SERIAL,
                     _wait(empty.ptr_to([slot_t]), tirx.bitwise_xor(phase_t, 1), sm90, done))
-    # TMA writes 128-byte aligned slots: the layout above makes them so; a kernel where it did not hold
-    # traps at once rather than reading shifted tiles
+    # TMA writes 128-byte aligned slots (1024 swizzled): the layout above makes them so; a kernel where it
+    # did not hold traps at once rather than reading shifted tiles
     producer = [tirx.Evaluate(T.cuda.trap_when_assert_failed(tirx.floormod(
-        T.cuda.cvta_generic_to_shared(r.ptr_to([0])), _u32(TENSOR_ALIGN)) == _u32(0))) for r in aligned]
+        T.cuda.cvta_generic_to_shared(r.ptr_to([off])), _u32(al)) == _u32(0))) for r, off, al in aligned]
     producer += [prod_loop, tail]
     if use_setmaxnreg:
         producer = [tirx.Evaluate(T.ptx.setmaxnreg.dec.sync.aligned.u32(regs[0])),
@@ -456,7 +483,9 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     # ---- consumer
     it_c = tirx.Var("ws_k", "int32")
     slot_c, phase_c = slot_phase(it_c)
-    cons_stmts = [_subst(_remap(s, rings, slot_c), [(loop.loop_var, loop.min + it_c)]) for s in consumer]
+    chosen = {b: (sw[b], pads[b][0]) for b in sw}
+    cons_stmts = [_subst(_remap(_sw.rewrite(s, chosen) if chosen else s, rings, slot_c),
+                         [(loop.loop_var, loop.min + it_c)]) for s in consumer]
 
     def release_of(s):
         return tirx.SeqStmt([tirx.Evaluate(T.cuda.warp_sync()), tirx.IfThenElse(
@@ -495,6 +524,9 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         tirx.AllocBuffer(full, {"buffer_data_alignment": 8}),
         tirx.AllocBuffer(empty, {"buffer_data_alignment": 8}),
         tirx.AllocBuffer(done, {}),
+        *[tirx.Bind(v, tirx.Cast("int32", tirx.floordiv(tirx.floormod(_u32(ATOM_BYTES) - tirx.floormod(
+            T.cuda.cvta_generic_to_shared(r.ptr_to([0])), _u32(ATOM_BYTES)), _u32(ATOM_BYTES)), _u32(eb))))
+          for v, r, eb in pads.values()],
         tirx.Bind(warp, T.tvm_warp_shuffle(_u32(0xFFFFFFFF), tirx.floordiv(lin, 32), _i32(0), _i32(32), _i32(32))),
         tirx.IfThenElse(lin == 0, tirx.SeqStmt(init), None),
         tirx.Evaluate(T.tvm_storage_sync("shared")),
@@ -549,5 +581,6 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
                           wgmma_wait=_ov.wait_group_count(cons_seq[waits[-1]]) if waits else 0,
                           final_release=ov is None or any(_uses_var(st, empty) for st in after),
                           copy_plans=tuple(plans), tensor_maps=tuple(tensor_maps),
+                          operand_layouts=_sw.describe(sw, sw_why),
                           **(od.facts(cons_seq, reads, it_c, trip, placed) if od is not None else {}))
     return func.with_body(new_fbody), facts

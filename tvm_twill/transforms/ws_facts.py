@@ -25,6 +25,7 @@ class WsKernelFacts:
     release_last: bool = True                 # the consumers' arrive on empty[s] follows every read of the slot
     copy_plans: tuple[str, ...] = ()          # how each producer statement is issued, per slot
     tensor_maps: tuple = ()                   # tma_copy.TensorMapSpec of each TMA tensor copy
+    operand_layouts: tuple[str, ...] = ()     # each wgmma-read ring's layout (wgmma_swizzle), or why not
     release_lag: int = 0                      # 1: iteration k releases slot k-1 after its wgmma.wait_group
     wgmma_groups: int = 0                     # lag 1: wgmma commit groups per consumer iteration
     wgmma_wait: int = 0                       # lag 1: N of the wgmma.wait_group N ending each iteration
