@@ -407,3 +407,31 @@ def test_swizzle_candidates_refuse_what_they_cannot_prove(case, reason):
         assert tile in ok and ok[tile].starts == (0, 2048, 4096, 6144) and ok[tile].tile.rows == 64
     else:
         assert tile not in ok and reason in why[tile], why
+
+
+@pytest.mark.parametrize("bn", [64, 256])
+def test_other_tile_widths_swizzle_and_read_their_operands(bn):
+    n = 512
+    sch, k0, _ = wgmma_gemm(n, bn=bn)
+    plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    f = plan.warp_specialization.facts
+    assert f.operand_layouts[1] == f"B_shared.dyn: 128-byte swizzle ({bn} rows x 128 B, 1024-byte atoms)"
+    assert [m.box for m in f.tensor_maps] == [(64, 64), (64, bn)] and plan.warp_specialization.protocol.ok
+    assert _operand_reads(_compile(sch, plan.tir_pipeline), f, n, bn) == _expected_reads(n, bn)
+    if bn == 256:  # the pipeline keeps 6 versions of B, 4 of A; 6 ring slots of both would not fit (245760 B)
+        assert plan.warp_specialization.ring_depth == 5 and f.ring_bytes == 5 * 40960 + 2048
+        assert "ring depth 5, not the pipeline's 6: 6 slots of 40960 B exceed the 232448 B" in \
+            plan.warp_specialization.explain()
+
+
+def test_a_ring_that_cannot_have_two_slots_is_refused_or_not_chosen():
+    import dataclasses
+
+    from tvm_twill.model.machine import get_machine
+    small = dataclasses.replace(get_machine("h100"), smem_bytes=40000)   # one 24 KB slot fits, two do not
+    sch, k0, _ = wgmma_gemm(512)
+    with pytest.raises(tvm_twill.UnsupportedLoopError, match="two ring slots of 24576 B do not fit the 40000 B"):
+        tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True, machine=small)
+    assert "ws_depth" not in sch.mod.script()
+    plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize="auto", machine=small)
+    assert not plan.warp_specialization.chosen and "exceed the 40000 B" in plan.warp_specialization.reason

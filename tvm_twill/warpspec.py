@@ -72,6 +72,8 @@ class WarpSpecialization:
     that ii); ``groups_ii_cycles`` / ``groups_note``: the ii of the split
     and why it was or was not taken; ``one_group``: the plan with one
     consumer group, applied instead if the transform refuses the order.
+    ``depth_note``: why the ring is shallower than the pipeline's buffer
+    versions (shared memory), or None.
     ``layout_note``: why the rings were emitted without the 128-byte swizzle
     they qualified for (their alignment pads past shared memory), or None;
     each ring's layout is in ``facts.operand_layouts``.
@@ -96,6 +98,7 @@ class WarpSpecialization:
     groups_note: str | None = None
     one_group: object = None
     layout_note: str | None = None
+    depth_note: str | None = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -129,6 +132,8 @@ class WarpSpecialization:
                 self.copy, "TMA or cp.async (decided when the kernel is emitted)")
             lines.append(f"  ring: {self.ring_depth} slots, copies by {engine}; barriers: "
                          + "; ".join(f"{k} = {v}" for k, v in self.barriers.items()))
+            if self.depth_note:
+                lines.append(f"  {self.depth_note}")
             if self.facts is not None and self.facts.copy_plans:
                 lines.append("  producer copies per slot: " + "; ".join(self.facts.copy_plans))
             if self.facts is not None and self.facts.operand_layouts:
@@ -235,6 +240,23 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     ann = swp_plan.annotation
     versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts])
     depth = max(2, max(versions.get(b, 1) for s in copies for b in s.writes))
+    # every ring has the same depth: cap it where the rings (+ the mbarrier arrays) fill shared memory
+    slot = {}
+    for st in copies:
+        for buf, nbytes in st.smem_writes.items():
+            slot[buf] = max(slot.get(buf, 0), nbytes)
+    fit = (machine.smem_bytes - 16 * 8) // max(1, sum(slot.values()))
+    depth_note = None
+    if fit < depth:
+        depth_note = (f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {sum(slot.values())} B "
+                      f"exceed the {machine.smem_bytes} B of shared memory a block has")
+        if fit < 2:
+            if choice is True:
+                raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}': two ring slots of "
+                                           f"{sum(slot.values())} B do not fit the {machine.smem_bytes} B of shared "
+                                           "memory a block has: plan a smaller tile or without warp_specialize")
+            return WarpSpecialization(False, f"not specialized: {depth_note}", ii_swp, None)
+        depth = fit
     names = {s.name for s in copies}
     graph = ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names else op
                                        for op in ex.graph.ops), machine=machine)
@@ -284,7 +306,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
                                   barriers=barriers, registers=registers, joint_split=split, register_peaks=peak,
                                   consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
-                                  one_group=one_group)
+                                  one_group=one_group, depth_note=depth_note)
 
     if order is None:
         return finish(ws, graph, solved_on, None, note)
