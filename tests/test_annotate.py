@@ -188,3 +188,7 @@ def test_grouped_async_order_puts_each_async_stage_in_one_run():
     assert async_stages_contiguous(run) and grouped_async_order(run) == PipelineAnnotation((0, 0, 1), (0, 1, 2), (0,))
     plain = PipelineAnnotation((1, 0, 2), (2, 0, 1))  # no async stage: unchanged
     assert async_stages_contiguous(plain) and grouped_async_order(plain) == plain
+    # at="last": the group where its last copy was (B, epilogue, A -> epilogue, A, B ...): the epilogue moves
+    # before the group
+    last = grouped_async_order(ann, "last")
+    assert last == PipelineAnnotation((0, 0, 2, 2, 3), (1, 2, 3, 4, 0), (0,)) and async_stages_contiguous(last)

@@ -33,17 +33,17 @@ import json
 import warnings
 from dataclasses import dataclass, replace
 
-from .errors import InfeasibleError, InputError, TwillError, UnsupportedLoopError
+from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
                        resolve_loop, scratch_schedule)
-from .model import (Graph, Machine, Placement, Schedule, check, critical_recurrence, graph_to_dict, machine_to_dict,
+from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict,
                     rec_mii, res_mii, resource_bottleneck)
 from .model.pipeline import PipelineAnnotation
 from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
-                         async_stages_contiguous, async_waits, buffer_versions, grouped_async_order,
-                         legality_violations, refine, remove_annotation, restore_annotation)
-from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, check_max_stages, default_max_stages
+                         async_waits, legality_violations, refine, remove_annotation, restore_annotation)
+from .transforms.depth import check_max_stages
+from .stages import fit_shared, shared_memory
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -242,16 +242,6 @@ class AnnotationEval:
         return sum(b for _, b in shared_memory(self.extraction, self.annotation).values())
 
 
-def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
-    """buffer -> (versions, bytes) for the shared buffers written in the loop (TVM's versioning)."""
-    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts], ex.double_buffered)
-    per_iter: dict = {}
-    for st in ex.stmts:
-        for buf, nbytes in st.smem_writes.items():
-            per_iter[buf] = max(per_iter.get(buf, 0), nbytes)
-    return {buf: (versions.get(buf, 1), versions.get(buf, 1) * n) for buf, n in per_iter.items()}
-
-
 # -- auto_pipeline -------------------------------------------------------------
 def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None, **option_kw) -> PipelinePlan:
     """Pipeline ``loop`` of ``sch`` optimally for ``target``; returns a PipelinePlan.
@@ -336,8 +326,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     sched = solve(graph, ms, time_limit=opts.time_limit)
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
-    sched, ann, solved, depth = _bound_depth(ex, sched, ann, ms, opts, solve)
-    sched, ann, depth = _contiguous_async(ex, sched, ann, ms, solved, depth)
+    sched, ann, solved, depth = fit_shared(ex, sched, ann, ms, m, opts, solve)
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
@@ -359,6 +348,11 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
                            outcome=f"warp-specialized loop '{ex.loop}' (compile with tir_pipeline="
                                    f"plan.tir_pipeline)")
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
+        if "; shared memory: TVM's" in depth:
+            return replace(plan, outcome=(
+                f"not applied: only one stage of '{ex.loop}' fits the {m.smem_bytes} B of shared memory a block has "
+                "(TVM's buffer versions of any pipelined plan need more), and one stage in program order is what "
+                "the loop already does"))
         return replace(plan, outcome=(
             f"not applied: the optimal schedule (II {sched.ii * ex.quantum} cycles) keeps every statement of "
             f"'{ex.loop}' in one stage in program order, which is what the loop already does; annotating "
@@ -374,71 +368,6 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
             restore_annotation(sch, ref.rv, previous)  # leave the schedule as it was
             raise
     return replace(plan, applied=True, outcome=f"applied to loop '{ex.loop}'")
-
-
-def _contiguous_async(ex, sched, ann, ms, solved, depth):
-    """(schedule, annotation, depth) with the copies of each async stage next to each other in the order.
-
-    TVM commits an async stage's copies as one cp.async group: interleaved with other statements it
-    miscounts the waits (``transforms.async_waits``) or, in a nested pipeline, rejects the loop
-    ("Predicates in the same stage are expected to be identical").  ``refine`` groups them when that
-    costs no ii; otherwise they are grouped here at the ii the grouped order reaches (no longer optimal;
-    beyond twice the optimum the loop is refused).
-    """
-    if async_stages_contiguous(ann):
-        return sched, ann, depth
-    grouped = grouped_async_order(ann)
-    g = solved or ex.graph
-    bad = legality_violations(grouped, ex.graph)
-    if bad:
-        raise UnsupportedLoopError(f"loop '{ex.loop}': the copies of async stage {list(ann.async_stages)} cannot "
-                                   f"run next to each other (as TVM needs) without breaking a dependence: {bad[0]}")
-    try:  # at most twice the optimum: beyond that the grouped order is not worth planning
-        ii, times, _ = annotation_ii(g, ms, grouped, max_ii=2 * sched.ii)
-    except InfeasibleError as err:
-        raise UnsupportedLoopError(
-            f"loop '{ex.loop}': the optimum interleaves the copies of async stage {list(ann.async_stages)} with "
-            f"other statements, which TVM cannot lower, and grouped they fit no II up to twice the optimum "
-            f"{sched.ii * ex.quantum} cycles under the model ({err.family})") from None
-    ops = {op.name: Placement(time=times[op.name], stage=grouped.stages[i], order=grouped.orders[i], warp=0)
-           for i, op in enumerate(g.ops)}
-    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), optimal=False)
-    bad = check(s2, g, ms)
-    if bad:  # pragma: no cover - annotation_ii's times satisfy the model's rules
-        raise UnsupportedLoopError(f"loop '{ex.loop}': grouping the async copies breaks the model: {bad[0]}")
-    return s2, grouped, (f"{depth}; the copies of async stage {list(ann.async_stages)} are grouped next to each other "
-                         f"as TVM needs, at II {ii * ex.quantum} cycles (the optimum {sched.ii * ex.quantum} "
-                         "interleaves them)")
-
-
-def _bound_depth(ex, sched, ann, ms, opts, solve):
-    """(schedule, annotation, solved graph or None, why this depth) within the stage bound (``transforms.depth``)."""
-    cap = opts.max_stages
-    why = "max_stages" if cap is not None else \
-        f"the default bound min({DEFAULT_MAX_STAGES}, trip count {ex.trip_count})"
-    if cap is None:
-        cap = default_max_stages(ex.trip_count)
-    n = ann.num_stages
-    if n <= cap:
-        return sched, ann, None, (f"{n} stage(s): what the latencies need at the optimal II {sched.ii * ex.quantum} cycles "
-                                  f"(the shortest schedule at that II), within {why} = {cap}")
-    if cap == 1:
-        flat = PipelineAnnotation((0,) * len(ann.stages), tuple(range(len(ann.stages))))
-        return sched, flat, None, (f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; {why} = 1 "
-                                   "keeps the "
-                                   "loop unpipelined")
-    graph = ex.graph
-    linked = {e.src for e in graph.edges} | {e.dst for e in graph.edges}
-    bounded = bound_stages(graph, cap, linked)
-    s2 = solve(bounded, ms, time_limit=opts.time_limit)
-    a2 = annotation_from_schedule(s2, graph, [s.async_capable for s in ex.stmts], allow_async=True)
-    a2 = refine(a2, graph, ms, s2.ii, solved=bounded)
-    if a2.num_stages > cap:  # pragma: no cover - the added edges make it impossible
-        raise UnsupportedLoopError(f"loop '{ex.loop}': could not bound the pipeline to {cap} stages")
-    return s2, a2, bounded, (
-        f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; bounded to "
-        f"{cap} by {why}: re-solved with every pair of dependent statements within {cap} stages "
-        f"(transforms.depth), {a2.num_stages} stage(s) at II {s2.ii * ex.quantum} cycles")
 
 
 # -- evaluate_annotation --------------------------------------------------------

@@ -77,14 +77,19 @@ def async_stages_contiguous(ann: PipelineAnnotation) -> bool:
     return True
 
 
-def grouped_async_order(ann: PipelineAnnotation) -> PipelineAnnotation:
+def grouped_async_order(ann: PipelineAnnotation, at: str = "first") -> PipelineAnnotation:
     """``ann`` with the statements of each async stage next to each other, in program order, where the
-    first of them was (``ann`` itself when they already are; legality is the caller's to check)."""
+    first of them was (``at="first"``) or where the last of them was (``at="last"``: the statements between
+    them move before the group); ``ann`` itself when they already are; legality is the caller's to check."""
     for st in ann.async_stages:
         seq = sorted(range(len(ann.orders)), key=lambda i: ann.orders[i])
         copies = sorted(i for i in seq if ann.stages[i] == st)  # in program order, as a person writes them
-        first = min(seq.index(c) for c in copies)
-        new_seq = seq[:first] + copies + [i for i in seq[first:] if i not in copies]
+        if at == "first":
+            first = min(seq.index(c) for c in copies)
+            new_seq = seq[:first] + copies + [i for i in seq[first:] if i not in copies]
+        else:
+            last = max(seq.index(c) for c in copies)
+            new_seq = [i for i in seq[:last + 1] if i not in copies] + copies + seq[last + 1:]
         orders = [0] * len(seq)
         for pos, i in enumerate(new_seq):
             orders[i] = pos

@@ -1,0 +1,165 @@
+"""How deep a software pipeline is: the stage bound, the async copies grouped as TVM needs, and the fit in
+shared memory as TVM allocates it (stage distance + 1 versions of each shared buffer).
+
+``auto_pipeline`` (``api``) solves a loop, turns the schedule into an annotation, then calls ``fit_shared``:
+``bound_depth`` re-solves with every pair of dependent statements within ``max_stages`` stages when the
+optimum needs more (``transforms.depth``); ``contiguous_async`` puts each async stage's copies next to each
+other (TVM commits them as one cp.async group); and when TVM's buffer versions of the result exceed the
+block's shared memory (the solver's memory rule counts live values, which the versions can exceed), the
+plans that fit are sought by re-solving with the memory rule tightened and with every smaller stage bound,
+the smallest ii winning.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .errors import InfeasibleError, UnsupportedLoopError
+from .frontend import Extraction
+from .model import Placement, check
+from .model.pipeline import PipelineAnnotation
+from .transforms import (annotation_from_schedule, annotation_ii, async_stages_contiguous, buffer_versions,
+                         grouped_async_order, legality_violations, refine)
+from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
+
+__all__ = ["FIT_ROUNDS", "bound_depth", "contiguous_async", "fit_shared", "shared_memory"]
+
+#: Re-solves with a tightened shared-memory rule when TVM's buffer versions overflow (``fit_shared``).
+FIT_ROUNDS = 6
+
+
+def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
+    """buffer -> (versions, bytes) for the shared buffers written in the loop (TVM's versioning)."""
+    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts], ex.double_buffered)
+    per_iter: dict = {}
+    for st in ex.stmts:
+        for buf, nbytes in st.smem_writes.items():
+            per_iter[buf] = max(per_iter.get(buf, 0), nbytes)
+    return {buf: (versions.get(buf, 1), versions.get(buf, 1) * n) for buf, n in per_iter.items()}
+
+
+def contiguous_async(ex, sched, ann, ms, solved, depth):
+    """(schedule, annotation, depth) with the copies of each async stage next to each other in the order.
+
+    TVM commits an async stage's copies as one cp.async group: interleaved with other statements it
+    miscounts the waits (``transforms.async_waits``) or, in a nested pipeline, rejects the loop
+    ("Predicates in the same stage are expected to be identical").  ``refine`` groups them when that
+    costs no ii; otherwise they are grouped here at the ii the grouped order reaches (no longer optimal;
+    beyond twice the optimum the loop is refused).
+    """
+    if async_stages_contiguous(ann):
+        return sched, ann, depth
+    g = solved or ex.graph
+    best, bad, family = None, None, None
+    for at in ("first", "last"):  # the group where its first member was, or where its last was; smaller ii wins
+        grouped = grouped_async_order(ann, at)
+        violations = legality_violations(grouped, ex.graph)
+        if violations:
+            bad = bad or violations[0]
+            continue
+        try:  # at most twice the optimum: beyond that the grouped order is not worth planning
+            ii, times, _ = annotation_ii(g, ms, grouped, max_ii=2 * sched.ii)
+        except InfeasibleError as err:
+            family = err.family
+            continue
+        if best is None or ii < best[0]:
+            best = (ii, times, grouped)
+    if best is None and family is None:
+        raise UnsupportedLoopError(f"loop '{ex.loop}': the copies of async stage {list(ann.async_stages)} cannot "
+                                   f"run next to each other (as TVM needs) without breaking a dependence: {bad}")
+    if best is None:
+        raise UnsupportedLoopError(
+            f"loop '{ex.loop}': the optimum interleaves the copies of async stage {list(ann.async_stages)} with "
+            f"other statements, which TVM cannot lower, and grouped they fit no II up to twice the optimum "
+            f"{sched.ii * ex.quantum} cycles under the model ({family})")
+    ii, times, grouped = best
+    ops = {op.name: Placement(time=times[op.name], stage=grouped.stages[i], order=grouped.orders[i], warp=0)
+           for i, op in enumerate(g.ops)}
+    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), optimal=False)
+    bad = check(s2, g, ms)
+    if bad:  # pragma: no cover - annotation_ii's times satisfy the model's rules
+        raise UnsupportedLoopError(f"loop '{ex.loop}': grouping the async copies breaks the model: {bad[0]}")
+    return s2, grouped, (f"{depth}; the copies of async stage {list(ann.async_stages)} are grouped next to each other "
+                         f"as TVM needs, at II {ii * ex.quantum} cycles (the optimum {sched.ii * ex.quantum} "
+                         "interleaves them)")
+
+
+def fit_shared(ex, sched, ann, ms, m, opts, solve):
+    """``bound_depth`` then ``contiguous_async``.  When TVM's buffer versions of that annotation (stage distance
+    + 1 of each shared buffer) exceed the block's shared memory (the solver's memory rule counts live values,
+    which TVM's versioning can exceed), candidates that fit are sought two ways: re-solves with the model's
+    shared memory lowered by the overflow (up to ``FIT_ROUNDS`` times), and every smaller stage bound; of
+    those that fit, the smallest ii wins (ties: less shared memory)."""
+    def need(a):
+        return sum(b for _, b in shared_memory(ex, a).values())
+
+    def plan_with(machine, sched0, ann0, cap):
+        o = opts if cap is None else opts.replace(max_stages=cap)
+        s3, a3, sv3, d3 = bound_depth(ex, sched0, ann0, machine, o, solve,
+                                       why=None if cap is None else "the block's shared memory")
+        s3, a3, d3 = contiguous_async(ex, s3, a3, machine, sv3, d3)
+        ii = annotation_ii(ex.graph, ms, a3)[0] if a3.num_stages == 1 else s3.ii  # one stage: the loop as is
+        return ii, need(a3), (s3, a3, sv3, d3)
+
+    _, first, found = plan_with(ms, sched, ann, None)
+    stages = found[1].num_stages
+    if first <= m.smem_bytes or stages == 1:
+        return found
+    tries, budget, over = [], ms.smem_bytes, first - m.smem_bytes
+    step = min((n // v for v, n in shared_memory(ex, found[1]).values() if v), default=16)  # one buffer version
+    for _ in range(FIT_ROUNDS):   # the solver's memory rule, tightened by what TVM's versions overflowed
+        budget -= max(over, step)
+        if budget <= 0:
+            break
+        tight = replace(ms, smem_bytes=budget)
+        try:
+            s0 = solve(ex.graph.replace(machine=tight), tight, time_limit=opts.time_limit)
+            a0 = refine(annotation_from_schedule(s0, ex.graph, [s.async_capable for s in ex.stmts],
+                                                 allow_async=True), ex.graph, tight, s0.ii)
+            tries.append(plan_with(tight, s0, a0, None))
+        except (UnsupportedLoopError, InfeasibleError):
+            break
+        over = tries[-1][1] - m.smem_bytes
+        if over <= 0:
+            break
+    for cap in range(stages - 1, 0, -1):
+        try:
+            tries.append(plan_with(ms, sched, ann, cap))
+        except (UnsupportedLoopError, InfeasibleError):
+            continue
+    fits = [t for t in tries if t[1] <= m.smem_bytes]
+    if not fits:  # not even one version of each buffer fits: the loop's own allocation, left as it is
+        return found
+    ii, used, (s3, a3, sv3, d3) = min(fits, key=lambda t: (t[0], t[1]))
+    return s3, a3, sv3, (f"{d3}; shared memory: TVM's buffer versions of the {stages}-stage plan need {first} B, more "
+                         f"than the {m.smem_bytes} B a block has; the best plan that fits has {a3.num_stages} "
+                         f"stage(s) ({used} B, II {ii * ex.quantum} cycles)")
+
+
+def bound_depth(ex, sched, ann, ms, opts, solve, why=None):
+    """(schedule, annotation, solved graph or None, why this depth) within the stage bound (``transforms.depth``)."""
+    cap = opts.max_stages
+    why = why or ("max_stages" if cap is not None else
+                  f"the default bound min({DEFAULT_MAX_STAGES}, trip count {ex.trip_count})")
+    if cap is None:
+        cap = default_max_stages(ex.trip_count)
+    n = ann.num_stages
+    if n <= cap:
+        return sched, ann, None, (f"{n} stage(s): what the latencies need at the optimal II {sched.ii * ex.quantum} cycles "
+                                  f"(the shortest schedule at that II), within {why} = {cap}")
+    if cap == 1:
+        flat = PipelineAnnotation((0,) * len(ann.stages), tuple(range(len(ann.stages))))
+        return sched, flat, None, (f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; {why} = 1 "
+                                   "keeps the "
+                                   "loop unpipelined")
+    graph = ex.graph
+    linked = {e.src for e in graph.edges} | {e.dst for e in graph.edges}
+    bounded = bound_stages(graph, cap, linked)
+    s2 = solve(bounded, ms, time_limit=opts.time_limit)
+    a2 = annotation_from_schedule(s2, graph, [s.async_capable for s in ex.stmts], allow_async=True)
+    a2 = refine(a2, graph, ms, s2.ii, solved=bounded)
+    if a2.num_stages > cap:  # pragma: no cover - the added edges make it impossible
+        raise UnsupportedLoopError(f"loop '{ex.loop}': could not bound the pipeline to {cap} stages")
+    return s2, a2, bounded, (
+        f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; bounded to "
+        f"{cap} by {why}: re-solved with every pair of dependent statements within {cap} stages "
+        f"(transforms.depth), {a2.num_stages} stage(s) at II {s2.ii * ex.quantum} cycles")
