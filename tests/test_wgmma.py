@@ -434,3 +434,21 @@ def test_a_ring_that_cannot_have_two_slots_is_refused_or_not_chosen():
     assert "ws_depth" not in sch.mod.script()
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize="auto", machine=small)
     assert not plan.warp_specialization.chosen and "exceed the 40000 B" in plan.warp_specialization.reason
+
+
+@pytest.mark.parametrize("trans_b,ok", [(0, True), (1, False)])
+def test_swizzle_is_refused_beside_a_transposed_wgmma_operand(trans_b, ok):
+    from tvm_twill.frontend.ir import tvm_ffi
+    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms.wgmma_swizzle import candidates
+    mmas = []
+    tvm_ffi.structural_walk(_flattened(wgmma_gemm(256)[0]).body, [(tvm.ir.expr.Call, lambda c: mmas.append(c) if any(
+        getattr(a, "value", None) == "mma_async" for a in c.args) else None)])
+    mma = mmas[0]
+    i = next(i for i, a in enumerate(mma.args) if getattr(a, "value", None) == "mma_async")
+    args = list(mma.args)
+    args[i - 1] = tvm.tirx.const(trans_b, "int32")   # imm-trans-b: B read MN-major
+    changed = tvm.ir.expr.Call(mma.op, args, mma.attrs, ret_ty=mma.ty)
+    tile, loop = _descriptor_loop(lambda k: k * 1024, 1024, extra=lambda t: tvm.tirx.Evaluate(changed))
+    good, why = candidates([loop], [(tile, 4096, 2)], W._uses_var)
+    assert (tile in good) == ok and (ok or "transposed (MN-major)" in why[tile])

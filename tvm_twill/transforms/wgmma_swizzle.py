@@ -97,6 +97,21 @@ def _points(expr, loops):
     return vals
 
 
+def _unmodelled_mma(stmts) -> str | None:
+    """Why a wgmma MMA among ``stmts`` reads its operands other than as the layout model's K-major shared
+    operands, or None: only ``wgmma_*_ss`` with constant imm-trans-a = imm-trans-b = 0 are modelled."""
+    calls = []
+    for s in stmts:
+        tvm_ffi.structural_walk(s, [(tvm.ir.expr.Call, lambda c: calls.append(c) if getattr(
+            c.op, "name", "").startswith("tirx.ptx.wgmma_") and any(getattr(a, "value", None) == "mma_async"
+                                                                     for a in c.args) else None)])
+    for c in calls:
+        i = next(i for i, a in enumerate(c.args) if getattr(a, "value", None) == "mma_async")
+        if not c.op.name.endswith("_ss") or i < 2 or const_int(c.args[i - 2]) != 0 or const_int(c.args[i - 1]) != 0:
+            return "a wgmma reads a transposed (MN-major) or register operand, which the layout model does not cover"
+    return None
+
+
 def candidates(stmts, tiles: list, uses_var) -> tuple[dict, dict]:
     """({tile buffer: Candidate}, {tile buffer: reason}) for the ``tiles`` [(buffer, slot elements, element
     bytes)] read by the consumer statements ``stmts``; ``uses_var(node, buffer)`` says whether a node uses a
@@ -105,6 +120,9 @@ def candidates(stmts, tiles: list, uses_var) -> tuple[dict, dict]:
     for s in stmts:
         _descriptors(s, [], found)
     ok, why = {}, {}
+    bad = _unmodelled_mma(stmts)
+    if bad:  # the layout model is K-major shared operands (wgmma ..._ss, imm-trans-a = imm-trans-b = 0)
+        return ok, {buf: bad for buf, _, _ in tiles}
     for buf, slot_elems, eb in tiles:
         mine = [(c, lp) for c, lp in found if isinstance(c.args[1], tvm.ir.expr.Call)
                 and getattr(c.args[1].op, "name", "") == "tirx.tvm_access_ptr" and _is_data_of(c.args[1].args[1], buf)]
