@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import tvm_twill
-    from tvm_twill.transforms.sass import ptxas_report
+    from tvm_twill.transforms.sass import print_ptxas_report
     from tvm_twill.frontend import compile_cuda
     from tvm_twill.workloads import tensorcore_gemm
 
@@ -73,14 +73,7 @@ def main(argv=None) -> int:
     print(f"cp.async.wait_group counts in the kernel: {waits}; predicted: {[w.in_flight for w in plan.waits]}")
 
     # 4. Registers and spills, when nvcc is installed.
-    if args.no_nvcc:
-        print("(--no-nvcc: skipping the register/spill report)")
-    else:
-        lines = ptxas_report(src, args.arch)
-        if lines is None:
-            print("(nvcc not found: skipping the register/spill report)")
-        for line in lines or []:
-            print("ptxas:", line)
+    print_ptxas_report(src, args.arch, skip=args.no_nvcc)
     return 0
 
 

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     import tvm.s_tir.dlight as dl
 
     import tvm_twill
-    from tvm_twill.transforms.sass import ptxas_report
+    from tvm_twill.transforms.sass import print_ptxas_report
     from tvm_twill.frontend import compile_cuda
     from tvm_twill.workloads import dlight_gemm
 
@@ -88,14 +88,7 @@ def main(argv=None) -> int:
           f"predicted: {[w.in_flight for w in nest.plan.waits]}")
 
     # 4. Registers and spills, when nvcc is installed.
-    if args.no_nvcc:
-        print("(--no-nvcc: skipping the register/spill report)")
-    else:
-        lines = ptxas_report(src, args.arch)
-        if lines is None:
-            print("(nvcc not found: skipping the register/spill report)")
-        for line in lines or []:
-            print("ptxas:", line)
+    print_ptxas_report(src, args.arch, skip=args.no_nvcc)
     return 0
 
 

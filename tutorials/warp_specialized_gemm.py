@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     import tvm
 
     import tvm_twill
-    from tvm_twill.transforms.sass import ptxas_report
+    from tvm_twill.transforms.sass import print_ptxas_report
     from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm
 
     if not args.mma and not args.arch.startswith("sm_90"):
@@ -89,14 +89,7 @@ def main(argv=None) -> int:
             print(f"    {m.param}: {m.buffer} {m.dtype}, dims {m.global_dims}, box {m.box}")
 
     # 4. Registers and spills, when nvcc is installed: the budget setmaxnreg asks for must fit.
-    if args.no_nvcc:
-        print("(--no-nvcc: skipping the register/spill report)")
-    else:
-        lines = ptxas_report(src, args.arch)
-        if lines is None:
-            print("(nvcc not found: skipping the register/spill report)")
-        for line in lines or []:
-            print("ptxas:", line)
+    print_ptxas_report(src, args.arch, skip=args.no_nvcc)
     return 0
 
 

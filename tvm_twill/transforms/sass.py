@@ -383,3 +383,15 @@ def ptxas_report(src: str, arch: str) -> list[str] | None:
         raise RuntimeError(f"nvcc failed: {r.stderr.strip()[-500:]}")
     return [line.strip() for line in (r.stdout + r.stderr).splitlines()
             if "registers" in line or "spill" in line or "C7508" in line]
+
+
+def print_ptxas_report(src: str, arch: str, skip: bool = False) -> None:
+    """Print ``ptxas_report`` as the tutorials show it: one ``ptxas:`` line each, or why there is none."""
+    if skip:
+        print("(--no-nvcc: skipping the register/spill report)")
+        return
+    lines = ptxas_report(src, arch)
+    if lines is None:
+        print("(nvcc not found: skipping the register/spill report)")
+    for line in lines or []:
+        print("ptxas:", line)
