@@ -452,3 +452,13 @@ def test_swizzle_is_refused_beside_a_transposed_wgmma_operand(trans_b, ok):
     tile, loop = _descriptor_loop(lambda k: k * 1024, 1024, extra=lambda t: tvm.tirx.Evaluate(changed))
     good, why = candidates([loop], [(tile, 4096, 2)], W._uses_var)
     assert (tile in good) == ok and (ok or "transposed (MN-major)" in why[tile])
+
+
+@pytest.mark.parametrize("value", [2, "yes"])
+def test_a_malformed_swizzle_annotation_is_refused_in_one_line(value):
+    from tvm_twill.model.pipeline import WS_SWIZZLE
+    sch, k0, _ = wgmma_gemm(256)
+    sch.annotate(k0, WS_SWIZZLE, value)
+    with pytest.raises(tvm_twill.UnsupportedLoopError, match="tvm_twill.ws_swizzle must be 0 or 1, got") as e:
+        tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    assert "\n" not in str(e.value)

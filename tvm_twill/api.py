@@ -43,7 +43,7 @@ from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
-from .stages import fit_shared, shared_memory
+from .stages import FIT_NOTE, fit_shared, shared_memory
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -348,7 +348,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
                            outcome=f"warp-specialized loop '{ex.loop}' (compile with tir_pipeline="
                                    f"plan.tir_pipeline)")
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
-        if "; shared memory: TVM's" in depth:
+        if FIT_NOTE in depth:
             return replace(plan, outcome=(
                 f"not applied: only one stage of '{ex.loop}' fits the {m.smem_bytes} B of shared memory a block has "
                 "(TVM's buffer versions of any pipelined plan need more), and one stage in program order is what "

@@ -21,10 +21,12 @@ from .transforms import (annotation_from_schedule, annotation_ii, async_stages_c
                          grouped_async_order, legality_violations, refine)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
-__all__ = ["FIT_ROUNDS", "bound_depth", "contiguous_async", "fit_shared", "shared_memory"]
+__all__ = ["FIT_NOTE", "FIT_ROUNDS", "bound_depth", "contiguous_async", "fit_shared", "shared_memory"]
 
 #: Re-solves with a tightened shared-memory rule when TVM's buffer versions overflow (``fit_shared``).
 FIT_ROUNDS = 6
+#: What ``fit_shared`` adds to the depth explanation when it chose a plan for shared memory.
+FIT_NOTE = "; shared memory: TVM's "
 
 
 def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
@@ -92,16 +94,21 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
     def need(a):
         return sum(b for _, b in shared_memory(ex, a).values())
 
-    def plan_with(machine, sched0, ann0, cap):
+    def annotate(machine, sched0, ann0, cap):
         o = opts if cap is None else opts.replace(max_stages=cap)
         s3, a3, sv3, d3 = bound_depth(ex, sched0, ann0, machine, o, solve,
                                        why=None if cap is None else "the block's shared memory")
         s3, a3, d3 = contiguous_async(ex, s3, a3, machine, sv3, d3)
-        ii = annotation_ii(ex.graph, ms, a3)[0] if a3.num_stages == 1 else s3.ii  # one stage: the loop as is
-        return ii, need(a3), (s3, a3, sv3, d3)
+        return s3, a3, sv3, d3
 
-    _, first, found = plan_with(ms, sched, ann, None)
-    stages = found[1].num_stages
+    def plan_with(machine, sched0, ann0, cap):   # (ii, shared bytes, plan) of a candidate
+        found = annotate(machine, sched0, ann0, cap)
+        a3 = found[1]
+        ii = annotation_ii(ex.graph, ms, a3)[0] if a3.num_stages == 1 else found[0].ii  # one stage: the loop
+        return ii, need(a3), found
+
+    found = annotate(ms, sched, ann, None)
+    first, stages = need(found[1]), found[1].num_stages
     if first <= m.smem_bytes or stages == 1:
         return found
     tries, budget, over = [], ms.smem_bytes, first - m.smem_bytes
@@ -130,7 +137,7 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
     if not fits:  # not even one version of each buffer fits: the loop's own allocation, left as it is
         return found
     ii, used, (s3, a3, sv3, d3) = min(fits, key=lambda t: (t[0], t[1]))
-    return s3, a3, sv3, (f"{d3}; shared memory: TVM's buffer versions of the {stages}-stage plan need {first} B, more "
+    return s3, a3, sv3, (f"{d3}{FIT_NOTE}buffer versions of the {stages}-stage plan need {first} B, more "
                          f"than the {m.smem_bytes} B a block has; the best plan that fits has {a3.num_stages} "
                          f"stage(s) ({used} B, II {ii * ex.quantum} cycles)")
 

@@ -32,6 +32,7 @@ from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEY
 from .report import register_peaks
 from .transforms import buffer_versions
 from .transforms.wgmma_overlap import has_wgmma
+from .transforms.ws_facts import barrier_slots
 from .transforms.ws_lowering import WS_PIPELINE, emit_and_check, register_pipeline
 
 __all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "plan_warp_specialization",
@@ -245,7 +246,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     for st in copies:
         for buf, nbytes in st.smem_writes.items():
             slot[buf] = max(slot.get(buf, 0), nbytes)
-    fit = (machine.smem_bytes - 16 * 8) // max(1, sum(slot.values()))
+    fit = (machine.smem_bytes - 2 * 8 * barrier_slots(depth)) // max(1, sum(slot.values()))
     depth_note = None
     if fit < depth:
         depth_note = (f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {sum(slot.values())} B "
@@ -331,7 +332,7 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_lim
         sch.annotate(ref.rv, WS_CONSUMER_ORDER, list(ws.consumer_order))
     try:
         facts, report = emit_and_check(sch.mod, target)
-        need = facts.ring_bytes + 16 * -(-ws.ring_depth // 8) * 8  # + the full / empty mbarrier arrays
+        need = facts.shared_bytes
         if smem_limit is not None and need > smem_limit:
             swizzled = any("128-byte swizzle" in s for s in facts.operand_layouts)
             if swizzled and WS_SWIZZLE not in (sch.get(ref.rv).annotations or {}):

@@ -60,7 +60,7 @@ from . import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
 from .consumer_order import Ordering, read_order
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
-from .ws_facts import WsKernelFacts
+from .ws_facts import WsKernelFacts, barrier_slots
 
 __all__ = ["WsKernelFacts", "warp_specialize_func"]
 
@@ -229,6 +229,14 @@ def _remap(stmt, rings: dict, slot):
     return out
 
 
+def _flag(loop, key: str) -> bool:
+    """A 0 / 1 loop annotation (absent: 1); anything else is refused in one line."""
+    v = loop.annotations.get(key, 1)
+    if const_int(v) not in (0, 1):
+        _fail(f"the loop annotation {key} must be 0 or 1, got {v!r}")
+    return bool(const_int(v))
+
+
 # ---------------------------------------------------------------------------- barriers
 def _wait(bar_ptr, parity, sm90: bool, done):
     if sm90:
@@ -330,7 +338,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         for b in list(sw):
             if sum(c.dst.same_as(b) for c in copies) != 1:
                 sw_why[b] = "written by more than one copy"
-            elif not int(loop.annotations.get(WS_SWIZZLE, 1)):
+            elif not _flag(loop, WS_SWIZZLE):
                 sw_why[b] = f"{WS_SWIZZLE} = 0"
             else:
                 continue
@@ -348,7 +356,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         ring_bytes += (depth * n + extra) * eb
     # barrier arrays padded to 64 bytes each: the static shared memory before the dynamic pool stays a
     # multiple of 128 bytes, so the rings of the pool keep the 128-byte alignment TMA tensor copies need
-    nbar = -(-depth // 8) * 8
+    nbar = barrier_slots(depth)
     full = tirx.decl_buffer((nbar,), "uint64", name="ws_full", scope="shared")
     empty = tirx.decl_buffer((nbar,), "uint64", name="ws_empty", scope="shared")
     done = tirx.decl_buffer((1,), "uint32", name="ws_ready", scope="local")
@@ -492,7 +500,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
             lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]))), None)])
     head = [_wait(full.ptr_to([slot_c]), phase_c, sm90, done)]
     if overlap is None:
-        overlap = bool(int(loop.annotations.get(WS_WGMMA_OVERLAP, 1)))
+        overlap = _flag(loop, WS_WGMMA_OVERLAP)
     ov = _ov.overlap_groups(cons_stmts, depth) if overlap else None
     order = read_order(loop)
     od = None if order is None else Ordering.build(order, warp, n_cwarps, cons_stmts, _ov.has_wgmma(cons_stmts))

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["WsKernelFacts"]
+__all__ = ["WsKernelFacts", "barrier_slots"]
+
+
+def barrier_slots(depth: int) -> int:
+    """Entries of each mbarrier array (full, empty) for a ``depth``-slot ring: padded to 8 (64 bytes), so the
+    static shared memory before the dynamic pool stays a multiple of 128 bytes."""
+    return -(-depth // 8) * 8
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,11 @@ class WsKernelFacts:
     order_prologue: bool = True               # the last group's arrive before the loop was emitted
     pass_after_read: bool = True              # each iteration's bar.arrive follows the group's reads
     skip_last_pass: bool = True               # the last group does not arrive in the last iteration
+
+    @property
+    def shared_bytes(self) -> int:
+        """Shared memory the kernel's rings and mbarrier arrays take."""
+        return self.ring_bytes + 2 * 8 * barrier_slots(self.depth)
 
     def ring_protocol(self):
         """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""
