@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend.ir import thread_extents
+from .model.arch import parse_arch
 from .model import Schedule
 from .model.groups import group_order, split_consumers
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
@@ -288,7 +289,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
         peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
         registers = None
-        if arch.endswith("a") and arch >= "sm_90":
+        if parse_arch(arch).setmaxnreg:
             registers = register_budgets(_consumer_threads(sch.mod[ref.func]))
             for role, need, have in zip(("producer", "consumer"), peak, registers):
                 if need > have:

@@ -1,10 +1,9 @@
 """Target and machine selection: which CUDA arch, which machine model."""
 from __future__ import annotations
 
-import re
-
 from ..errors import MachineError, UnsupportedTargetError
 from ..model import Machine, get_machine, machine_for_arch
+from ..model.arch import parse_arch
 from .ir import tvm
 
 __all__ = ["machine_for", "parse_target"]
@@ -12,12 +11,13 @@ __all__ = ["machine_for", "parse_target"]
 
 def _check_arch(arch: str, target) -> None:
     """Refuse, before any expensive work, an arch string that is malformed, older than sm_80 or unmodelled."""
-    m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
-    if not m:
+    try:
+        caps = parse_arch(arch)
+    except MachineError:
         raise UnsupportedTargetError(
             f"target '{target}' is not a CUDA arch string: pass 'sm_80', 'sm_86', 'sm_90a', 'sm_100a', "
-            "'sm_120' ... or tvm.target.Target({'kind': 'cuda', 'arch': 'sm_90a'})")
-    if int(m.group(1)) < 80:
+            "'sm_120' ... or tvm.target.Target({'kind': 'cuda', 'arch': 'sm_90a'})") from None
+    if not caps.cp_async:
         raise UnsupportedTargetError(f"target arch '{arch}' predates sm_80: software pipelining with "
                                      "cp.async and the machine models need sm_80 or newer")
     try:

@@ -41,10 +41,10 @@ format and a machine read from JSON has none (``costs`` is None).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ..errors import MachineError
+from .arch import parse_arch
 
 MACHINE_FORMAT = "tvm-twill-machine/1"
 
@@ -210,12 +210,8 @@ def machine_for_arch(arch: str) -> Machine:
     Raises MachineError (one line) for a malformed string ("sm_80x"), an arch
     before sm_80 and an arch without a model ("sm_999").
     """
-    a = str(arch).strip()
-    m = re.fullmatch(r"sm_(\d+)([a-z]?)", a)
-    if not m:
-        raise MachineError(f"unknown CUDA arch '{arch}': expected 'sm_' and a compute capability with an optional "
-                           "'a'/'f' suffix, like 'sm_80', 'sm_86', 'sm_90a', 'sm_100a' or 'sm_120'")
-    cc, suffix = int(m.group(1)), m.group(2)
+    caps = parse_arch(arch)
+    cc, suffix = caps.cc, caps.suffix
     if cc < 80:
         raise MachineError(f"CUDA arch '{arch}' predates sm_80: tvm_twill needs cp.async (sm_80 or newer)")
     known = ", ".join(f"sm_{c} ({name})" for c, (name, _) in ARCH_MACHINES.items())

@@ -11,8 +11,10 @@ warp_specialize=...)``):
 * every statement of the loop body that copies global memory into a shared
   buffer allocated in the body is a **producer** statement; its buffer becomes
   a ring of ``depth`` slots; the rest of the body is the **consumer**;
-* the block gets extra threads for the producer (one warp on sm_80-sm_89, one
-  warp group on sm_90a, whose other three warps only give registers back);
+* the block gets extra threads for the producer (one warp, or one warp group
+  where the arch has ``setmaxnreg`` and the plan gives register budgets:
+  sm_90a, sm_100a, sm_120a, ...; its other three warps only give registers back);
+  every arch decision reads ``model.arch.parse_arch`` (one capability table);
   the role branch tests a warp index broadcast with ``shfl.sync``, so it is
   warp-uniform by construction;
 * producer (one warp): for each iteration, wait ``empty[s]`` at ``phase ^ 1``,
@@ -38,7 +40,7 @@ warp_specialize=...)``):
   or ``overlap=False``; never on a one-slot ring, which would deadlock);
 * with ``tvm_twill.ws_consumer_order`` (``consumer_order``): the consumer
   warps as groups taking turns through named barriers around the body;
-* sm_90a: ``setmaxnreg`` per role from the plan's register budgets, with
+* archs with ``setmaxnreg``: one per role from the plan's register budgets, with
   ``__launch_bounds__(threads, 1)`` so ptxas honours them.
 
 Slot and phase are functions of the iteration ``i``: ``s = i mod depth``,
@@ -55,6 +57,7 @@ from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
 from ..frontend.ir import substitute as _subst
 from ..model.pipeline import WS_DEPTH, WS_REGISTERS, WS_SWIZZLE, WS_WGMMA_OVERLAP
+from ..model.arch import parse_arch
 from ..model.wgmma_layout import ATOM_BYTES
 from . import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
@@ -238,8 +241,8 @@ def _flag(loop, key: str) -> bool:
 
 
 # ---------------------------------------------------------------------------- barriers
-def _wait(bar_ptr, parity, sm90: bool, done):
-    if sm90:
+def _wait(bar_ptr, parity, try_wait: bool, done):
+    if try_wait:
         return tirx.Evaluate(T.cuda.mbarrier_wait(bar_ptr, parity))
     # sm_80: try_wait is sm_90-only; spin on test_wait.parity
     return tirx.SeqStmt([
@@ -265,8 +268,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     regs = tuple(int(r) for r in regs) if regs is not None else None
     if depth < 1:
         _fail(f"ring depth {depth} < 1")
-    sm90 = arch.startswith("sm_9") or arch.startswith("sm_10") or arch.startswith("sm_12")
-    arch_a = arch.endswith("a")
+    caps = parse_arch(arch)
     if const_int(loop.extent) is None:
         trip = loop.extent
     else:
@@ -312,7 +314,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
 
     # copy engine: TMA bulk copies need 16-byte contiguous vectors and thread-invariant guards
     thread_vars = list(tvars.values())
-    bulk = sm90
+    bulk = caps.bulk_copy and caps.expect_tx   # TMA copies completing an arrive.expect_tx phase
     for c in copies:
         vbytes = (const_int(c.vec[2]) if c.vec else 1) * tvm_ffi.dtype(str(c.dst.dtype)).bits // 8
         inner = thread_vars + [v for v, _, _ in c.loops] + ([c.vec[0]] if c.vec else [])
@@ -333,7 +335,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         eb = tvm_ffi.dtype(str(b.dtype)).bits // 8
         return -(-math.prod(const_int(d) for d in b.shape) * eb // slot_align) * slot_align // eb, eb
     sw, sw_why = {}, {}
-    if tensor_ok and arch_a:
+    if tensor_ok and caps.wgmma:
         sw, sw_why = _sw.candidates(consumer, [(a.buffer, *geometry(a.buffer)) for a in tile_allocs], _uses_var)
         for b in list(sw):
             if sum(c.dst.same_as(b) for c in copies) != 1:
@@ -361,9 +363,9 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     empty = tirx.decl_buffer((nbar,), "uint64", name="ws_empty", scope="shared")
     done = tirx.decl_buffer((1,), "uint32", name="ws_ready", scope="local")
 
-    use_setmaxnreg = regs is not None and sm90 and arch_a and n_threads % 128 == 0
+    use_setmaxnreg = regs is not None and caps.setmaxnreg and n_threads % 128 == 0
     if regs is not None and not use_setmaxnreg:
-        _fail(f"register budgets need sm_90a and a multiple of 128 consumer threads (arch {arch}, "
+        _fail(f"register budgets need setmaxnreg (sm_90a, sm_100a, sm_120a, ...) and a multiple of 128 consumer threads (arch {arch}, "
               f"{n_threads} threads)")
     producer_threads = 128 if use_setmaxnreg else 32
     # grow the outermost thread dimension in use
@@ -393,7 +395,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     slot, phase = slot_phase(it)
     kval = loop.min + it
     prod_parity = tirx.bitwise_xor(phase, 1)
-    prod_iter = [_wait(empty.ptr_to([slot]), prod_parity, sm90, done)]
+    prod_iter = [_wait(empty.ptr_to([slot]), prod_parity, caps.try_wait, done)]
     issue, elected, plans, host, tensor_maps, aligned = [], [], [], [], [], []
     total_bytes = _i32(0)
     block_vars = [(s.node.var, _i32(0), s.value) for s in path if isinstance(s, tirx.AttrStmt)
@@ -478,7 +480,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     it_t = tirx.Var("ws_t", "int32")
     slot_t, phase_t = slot_phase(it_t)
     tail = tirx.For(it_t, trip, _i32(depth), tirx.ForKind.SERIAL,
-                    _wait(empty.ptr_to([slot_t]), tirx.bitwise_xor(phase_t, 1), sm90, done))
+                    _wait(empty.ptr_to([slot_t]), tirx.bitwise_xor(phase_t, 1), caps.try_wait, done))
     # TMA writes 128-byte aligned slots (1024 swizzled): the layout above makes them so; a kernel where it
     # did not hold traps at once rather than reading shifted tiles
     producer = [tirx.Evaluate(T.cuda.trap_when_assert_failed(tirx.floormod(
@@ -498,7 +500,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     def release_of(s):
         return tirx.SeqStmt([tirx.Evaluate(T.cuda.warp_sync()), tirx.IfThenElse(
             lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]))), None)])
-    head = [_wait(full.ptr_to([slot_c]), phase_c, sm90, done)]
+    head = [_wait(full.ptr_to([slot_c]), phase_c, caps.try_wait, done)]
     if overlap is None:
         overlap = _flag(loop, WS_WGMMA_OVERLAP)
     ov = _ov.overlap_groups(cons_stmts, depth) if overlap else None
@@ -525,7 +527,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         cons_branch = tirx.SeqStmt([tirx.Evaluate(T.ptx.setmaxnreg.inc.sync.aligned.u32(regs[1])), cons_branch])
     init = [tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(full.ptr_to([s]), _u32(full_count))) for s in range(depth)]
     init += [tirx.Evaluate(T.ptx.mbarrier.init.shared.b64(empty.ptr_to([s]), _u32(n_cwarps))) for s in range(depth)]
-    if sm90:
+    if caps.clusters:
         init.append(tirx.Evaluate(T.ptx.fence.mbarrier_init.release.cluster()))
     new_body = tirx.SeqStmt([
         *ring_allocs,
