@@ -8,6 +8,8 @@ IR nodes: constants, dtypes, storage scopes, structured children.
 """
 from __future__ import annotations
 
+import threading
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -16,7 +18,8 @@ from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for th
 __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
            "children", "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
-           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes", "substitute",
+           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "splice_passes", "stock_finalize_passes",
+           "stock_s_tir_passes", "substitute",
            "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
@@ -190,6 +193,57 @@ def stock_finalize_passes():
     """(host, device) finalization pass factories of TVM's default s_tir pipeline."""
     from tvm.s_tir import pipeline
     return pipeline.finalize_host_passes, pipeline.finalize_device_passes
+
+
+_STOCK_LOCK = threading.Lock()
+
+
+class _CaptureSequential:
+    """Stands in for ``tvm.ir.transform.Sequential`` while TVM's pipeline builds its pass list: keeps the
+    list and returns the module unchanged, so nothing runs."""
+
+    captured: list = []
+
+    def __init__(self, passes, *args, **kwargs):
+        _CaptureSequential.captured = list(passes)
+
+    def __call__(self, mod):
+        return mod
+
+
+def stock_s_tir_passes() -> list:
+    """The passes TVM's default s_tir pipeline runs under the current PassContext, in its order.
+
+    TVM 0.27 builds that list inside the pipeline at call time, switching
+    passes on and off by PassContext options (bound checkers, ldg32, lwp,
+    async copies, CSE, ...), and runs it at once.  To reuse exactly what TVM
+    would run (with any pass a later TVM adds) instead of a copy of the list,
+    the stock pipeline is run on an empty module with ``Sequential`` swapped
+    for a recorder (under a lock: the swap is process-wide for its duration).
+    """
+    from tvm.s_tir import pipeline
+    with _STOCK_LOCK:
+        real = tvm.ir.transform.Sequential
+        tvm.ir.transform.Sequential = _CaptureSequential
+        try:
+            stock, _, _ = pipeline.default_s_tir_pipeline()
+            stock(tvm.IRModule({}))
+            return list(_CaptureSequential.captured)
+        finally:
+            tvm.ir.transform.Sequential = real
+            _CaptureSequential.captured = []
+
+
+def splice_passes(passes: list, after: str, extra: list) -> list:
+    """``passes`` with ``extra`` inserted right after the first pass named ``after`` (``pass.info.name``).
+
+    Raises RuntimeError when there is no such pass: TVM's pipeline changed and the splice point must be
+    revisited (an internal error, not the user's)."""
+    names = [p.info.name for p in passes]
+    if after not in names:
+        raise RuntimeError(f"TVM's s_tir pipeline has no pass '{after}' to insert after (passes: {names})")
+    i = names.index(after) + 1
+    return passes[:i] + list(extra) + passes[i:]
 def meta_schedule_verify_gpu_code():
     """TVM's ``VerifyGPUCode`` postprocessor class (the target's thread, shared-memory and register limits)."""
     from tvm.s_tir.meta_schedule.postproc import VerifyGPUCode

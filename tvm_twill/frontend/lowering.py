@@ -5,7 +5,8 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InputError, UnsupportedLoopError
-from .ir import children, const_int, dtype_bytes, s_tir, tir_pipeline_registry, tirx, tvm, tvm_ffi
+from .ir import (children, const_int, dtype_bytes, s_tir, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
+                 tvm_ffi)
 from .loops import LoopRef
 from .target import parse_target
 
@@ -17,13 +18,11 @@ ASYNC_COPY_CONFIG = "tirx.use_async_copy"
 
 
 def pipeline_prefix_passes():
-    """TVM's default s_tir passes up to and including InjectSoftwarePipeline (0.27 order)."""
-    t = s_tir.transform
-    return [t.CanonicalizeLoop(), t.LowerCrossThreadReduction(), t.LowerInitBlock(),
-            t.PlanAndUpdateBufferAllocationLocation(), t.ConvertBlocksToOpaque(), t.LiftThreadBinding(),
-            t.ManifestSharedMemoryLocalStage(), t.CompactBufferAllocation(), t.LowerAutoCopy(),
-            t.UnifyThreadBinding(), t.LowerMatchBuffer(), t.StmtSimplify(), t.InjectPermutedLayout(),
-            t.AnnotateIrregularLoop(), t.InjectSoftwarePipeline()]
+    """TVM's default s_tir passes up to and including InjectSoftwarePipeline, as TVM's own pipeline
+    lists them under the current PassContext (``ir.stock_s_tir_passes``)."""
+    passes = stock_s_tir_passes()
+    names = [p.info.name for p in passes]
+    return passes[:names.index("s_tir.InjectSoftwarePipeline") + 1]
 
 
 def lower_to_pipeline(func, ref: LoopRef) -> tuple:

@@ -4,25 +4,30 @@
 ``tvm.compile(mod, target, tir_pipeline=...)``; ``emit_and_check`` runs the
 same passes up to the rewrite on a schedule's module and model checks the
 mbarrier protocol the rewrite emitted (what ``auto_pipeline`` does before it
-returns a warp-specialized plan).  The pass list mirrors TVM 0.27's
-``tvm/s_tir/pipeline.py`` (same order, same config switches), plus, before the rewrite,
-``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread registers; a no-op on
-kernels without one, so the pipeline also compiles plain wgmma kernels); the stock
-ThreadSync passes stay: the rewrite places its own barriers and leaves
-nothing for them to insert inside the role branch.
+returns a warp-specialized plan).  The pass list is TVM's own: the stock
+s_tir pipeline's list, read under the current PassContext
+(``frontend.ir.stock_s_tir_passes``, so its config switches and any pass a
+later TVM adds take effect), with two passes spliced in after FlattenBuffer:
+``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread
+registers; a no-op on kernels without one, so the pipeline also compiles
+plain wgmma kernels) and the rewrite, which model checks the protocol it
+emitted and refuses the kernel when it fails; and one check at the end, on
+the final TIR: no ``__syncthreads`` inside a role branch (TVM's ThreadSync
+runs after the rewrite; the rewrite places its own barriers).
 """
 from __future__ import annotations
 
 from ..errors import InputError, UnsupportedLoopError
-from ..frontend.ir import s_tir, stock_finalize_passes, tir_pipeline_registry, tirx, tvm
-from ..frontend.lowering import pipeline_prefix_passes
+from ..frontend.ir import (splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
+                           walk_stmts)
 from ..frontend.target import parse_target
 from ..model.pipeline import WS_DEPTH
 from ..model.protocol import check_ring
 from . import warp_specialize as _ws
 from .fragments import shrink_thread_fragments_pass
 
-__all__ = ["WS_PIPELINE", "emit_and_check", "register_pipeline", "warp_specialize_pass"]
+__all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches", "warp_specialize_pass",
+           "ws_passes"]
 
 #: Name of the registered TIR pipeline: ``tvm.compile(mod, target, tir_pipeline=WS_PIPELINE)``.
 WS_PIPELINE = "tvm_twill_ws"
@@ -34,44 +39,83 @@ def _arch_of(func) -> str:
     return str(arch)
 
 
+def _check_protocol(facts) -> object:
+    """Model check the ring protocol a rewrite emitted; its report, or UnsupportedLoopError (no kernel)."""
+    try:
+        report = check_ring(facts.ring_protocol())
+    except InputError as e:  # the state budget: no verdict, so no kernel
+        raise UnsupportedLoopError(f"warp specialization: the emitted protocol could not be model checked "
+                                   f"({e})") from None
+    if not report.ok:
+        v = report.violations[0]
+        raise UnsupportedLoopError(f"warp specialization: the emitted mbarrier protocol fails the model check "
+                                   f"({v.kind}): {v.message}; trace: {' -> '.join(v.trace)}")
+    return report
+
+
 @tirx.transform.prim_func_pass(opt_level=0, name="TwillWarpSpecialize")
 def warp_specialize_pass(func, mod, ctx):
-    arch = _arch_of(func)
-    return _ws.warp_specialize_func(func, arch)[0]
+    """The rewrite inside ``tvm.compile``; the protocol it emitted is model checked here, on the rewrite
+    that is compiled, so a kernel failing the check is never built."""
+    new, facts = _ws.warp_specialize_func(func, _arch_of(func))
+    if facts is not None:
+        _check_protocol(facts)
+    return new
+
+
+_ROLE_VAR = "ws_warp"   # the warp index the role branch tests (warp_specialize_func)
+_CTA_BARRIERS = ("tirx.tvm_storage_sync",)
+
+
+def _role_branch_syncs(func) -> list[str]:
+    """The block-wide barriers (``__syncthreads``) inside a role branch of a lowered kernel."""
+    out = []
+    for node in walk_stmts(func.body):
+        if not (isinstance(node, tirx.IfThenElse) and _ROLE_VAR in {v.name for v in tirx.analysis.undefined_vars(
+                node.condition)}):
+            continue
+        for side, branch in (("producer", node.then_case), ("consumer", node.else_case)):
+            for inner in walk_stmts(branch) if branch is not None else ():
+                call = inner.value if isinstance(inner, tirx.Evaluate) else None
+                if isinstance(call, tvm.ir.expr.Call) and getattr(call.op, "name", "") in _CTA_BARRIERS \
+                        and str(call.args[0]).strip('"') == "shared":
+                    out.append(side)
+    return out
+
+
+def check_role_branches(mod) -> None:
+    """Refuse a kernel in which a ``__syncthreads`` landed inside one role's branch (the other role never
+    reaches it: a deadlock).  UnsupportedLoopError, one line."""
+    for gv, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            sides = _role_branch_syncs(func)
+            if sides:
+                raise UnsupportedLoopError(
+                    f"warp specialization: '{gv.name_hint}' has a __syncthreads inside the {sides[0]} branch, "
+                    "which the other role never reaches (deadlock): keep block-wide barriers out of the loop")
+
+
+@tvm.transform.module_pass(opt_level=0, name="TwillVerifyRoleBranches")
+def verify_role_branches(mod, _ctx):
+    """``check_role_branches`` as the last pass of the pipeline: TVM's ThreadSync runs after the rewrite, so
+    this reads the final TIR.  (An error raised inside a pass reaches ``tvm.compile``'s caller as a
+    RuntimeError with the same one-line message: TVM's FFI does not keep the Python type.)"""
+    check_role_branches(mod)
+    return mod
+
+
+def ws_passes() -> list:
+    """TVM's own s_tir pass list under the current PassContext, with the rewrite spliced in after
+    FlattenBuffer and the role-branch check at the end."""
+    passes = splice_passes(stock_s_tir_passes(), "tirx.FlattenBuffer",
+                           [shrink_thread_fragments_pass, warp_specialize_pass])
+    return passes + [verify_role_branches]
 
 
 def _ws_pipeline():
     @tvm.transform.module_pass(opt_level=0)
     def _pipeline(mod, _ctx):
-        config = tvm.transform.PassContext.current().config
-        st, tx = s_tir.transform, tirx.transform
-        passes = [st.CanonicalizeLoop(), st.LowerCrossThreadReduction(), st.LowerInitBlock(),
-                  st.PlanAndUpdateBufferAllocationLocation(), st.ConvertBlocksToOpaque(), st.LiftThreadBinding(),
-                  st.ManifestSharedMemoryLocalStage(), st.CompactBufferAllocation(), st.LowerAutoCopy(),
-                  st.UnifyThreadBinding(), st.LowerMatchBuffer(), st.StmtSimplify(), st.InjectPermutedLayout(),
-                  st.AnnotateIrregularLoop(), st.InjectSoftwarePipeline(), st.TransformMmaBufferLayout(),
-                  st.LowerOpaqueBlock(), tx.FlattenBuffer(),
-                  shrink_thread_fragments_pass, warp_specialize_pass,
-                  tx.BF16ComputeLegalize(), tx.NarrowDataType(32), st.LoopPartition(),
-                  tx.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
-                  st.InjectVirtualThread(), st.InjectDoubleBuffer()]
-        if not bool(config.get("tirx.disable_storage_rewrite", False)):
-            passes.append(tx.StorageRewrite())
-        if config.get("tirx.use_async_copy", False):
-            passes.append(st.LowerAsyncDMA())
-        passes += [st.HoistIfThenElse(), tx.UnrollLoop(), st.RenormalizeSplitPattern(), tx.StmtSimplify(),
-                   tx.RemoveNoOp(), st.RewriteUnsafeSelect()]
-        if not bool(config.get("tirx.disable_cse_tir", False)):
-            passes.append(tx.CommonSubexprElim())
-        passes += [tx.FP8ComputeLegalize(), st.VerifyVTCMLimit(), st.LowerVtcmAlloc(), tx.VerifyMemory(),
-                   tx.AnnotateEntryFunc(),
-                   st.ThreadSync("shared"), st.ThreadSync("shared.dyn"), st.ThreadSync("warp"),
-                   st.InferFragment(), st.LowerThreadAllreduce()]
-        if bool(config.get("tirx.use_async_copy", False)):
-            passes.append(st.InjectPTXAsyncCopy())
-        passes += [st.MergeSharedMemoryAllocations(), tx.SplitHostDevice(), tx.MakePackedAPI(),
-                   tx.FP8StorageLegalize(), tx.BF16StorageLegalize()]
-        return tvm.ir.transform.Sequential(passes)(mod)
+        return tvm.ir.transform.Sequential(ws_passes())(mod)
 
     host, device = stock_finalize_passes()
     return _pipeline, host, device
@@ -93,10 +137,10 @@ def emit_and_check(mod, target):
     (the report's first violation, with its trace, in the message)."""
     arch, tgt = parse_target(target)
     mod = tirx.transform.BindTarget(tgt.with_host(tvm.target.Target("llvm")))(mod)
-    passes = pipeline_prefix_passes() + [s_tir.transform.TransformMmaBufferLayout(),
-                                         s_tir.transform.LowerOpaqueBlock(), tirx.transform.FlattenBuffer()]
     with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
-        mod = tvm.transform.Sequential(passes)(mod)
+        passes = ws_passes()
+        names = [p.info.name for p in passes]
+        mod = tvm.transform.Sequential(passes[:names.index("TwillWarpSpecialize")])(mod)  # as compiled, to here
     found = []
     for _, func in mod.functions_items():
         if isinstance(func, tirx.PrimFunc):
@@ -107,13 +151,4 @@ def emit_and_check(mod, target):
         raise UnsupportedLoopError("warp specialization: "
                                    f"expected one loop annotated with {WS_DEPTH}, found {len(found)}")
     facts = found[0]
-    try:
-        report = check_ring(facts.ring_protocol())
-    except InputError as e:  # the state budget: no verdict, so no kernel
-        raise UnsupportedLoopError(f"warp specialization: the emitted protocol could not be model checked "
-                                   f"({e})") from None
-    if not report.ok:
-        v = report.violations[0]
-        raise UnsupportedLoopError(f"warp specialization: the emitted mbarrier protocol fails the model check "
-                                   f"({v.kind}): {v.message}; trace: {' -> '.join(v.trace)}")
-    return facts, report
+    return facts, _check_protocol(facts)
