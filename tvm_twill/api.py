@@ -142,6 +142,20 @@ class PipelinePlan:
         ws = self.warp_specialization
         return ws.tir_pipeline if ws is not None and self.applied else None
 
+    def pass_context(self):
+        """The ``tvm.transform.PassContext`` this plan compiles under: ``tirx.use_async_copy`` when it has an
+        async stage or a warp-specialized loop (without it TVM emits no cp.async).  ``tvm_twill.build(mod,
+        target, plan)`` uses it with ``tir_pipeline``; by hand: ``with plan.pass_context(): tvm.compile(mod,
+        target, tir_pipeline=plan.tir_pipeline or "default")``."""
+        from .compiler import pass_context
+        return pass_context(self)
+
+    @property
+    def async_copies(self) -> tuple[str, ...]:
+        """The statements the annotation makes cp.async: those in an async stage (empty when not applied)."""
+        ann = self.annotation
+        return tuple(st.name for st in self.extraction.stmts if ann.stages[st.index] in ann.async_stages)
+
     @property
     def graph(self) -> Graph:
         return self.extraction.graph
@@ -232,6 +246,20 @@ class AnnotationEval:
     @property
     def throughput(self) -> float:
         return 1.0 / self.ii_cycles
+
+    def pass_context(self):
+        """The ``tvm.transform.PassContext`` this plan compiles under: ``tirx.use_async_copy`` when it has an
+        async stage or a warp-specialized loop (without it TVM emits no cp.async).  ``tvm_twill.build(mod,
+        target, plan)`` uses it with ``tir_pipeline``; by hand: ``with plan.pass_context(): tvm.compile(mod,
+        target, tir_pipeline=plan.tir_pipeline or "default")``."""
+        from .compiler import pass_context
+        return pass_context(self)
+
+    @property
+    def async_copies(self) -> tuple[str, ...]:
+        """The statements the annotation makes cp.async: those in an async stage (empty when not applied)."""
+        ann = self.annotation
+        return tuple(st.name for st in self.extraction.stmts if ann.stages[st.index] in ann.async_stages)
 
     @property
     def graph(self) -> Graph:
@@ -472,7 +500,8 @@ def _explain(plan: PipelinePlan) -> str:
     if ann.async_stages:
         waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
                           for w in plan.waits)
-        L.append(f"async stages {list(ann.async_stages)}: their copies become cp.async; predicted "
+        L.append(f"async stages {list(ann.async_stages)}: {', '.join(plan.async_copies)} become cp.async when "
+                 f"compiled with tvm_twill.build(mod, target, plan) (or under plan.pass_context()); predicted "
                  f"cp.async.wait_group counts: {waits or 'none'}")
     else:
         L.append("no async stage (no stage consists only of cp.async-capable copies)")
