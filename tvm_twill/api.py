@@ -43,6 +43,7 @@ from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
+from .async_copies import all_copies_async, sync_copy_reasons
 from .stages import FIT_NOTE, fit_shared, shared_memory
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -134,6 +135,8 @@ class PipelinePlan:
     warnings: tuple[str, ...] = ()
     #: The warp-specialization decision (None when warp_specialize=False).
     warp_specialization: WarpSpecialization | None = None
+    #: ``(statement, why)`` for each cp.async-capable copy that is not in an async stage (``async_copies``).
+    sync_copies: tuple[tuple[str, str], ...] = ()
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -152,7 +155,8 @@ class PipelinePlan:
 
     @property
     def async_copies(self) -> tuple[str, ...]:
-        """The statements the annotation makes cp.async: those in an async stage (empty when not applied)."""
+        """The statements the annotation makes cp.async: those in an async stage (``sync_copies``: the
+        cp.async-capable copies that are not, and why)."""
         ann = self.annotation
         return tuple(st.name for st in self.extraction.stmts if ann.stages[st.index] in ann.async_stages)
 
@@ -246,20 +250,6 @@ class AnnotationEval:
     @property
     def throughput(self) -> float:
         return 1.0 / self.ii_cycles
-
-    def pass_context(self):
-        """The ``tvm.transform.PassContext`` this plan compiles under: ``tirx.use_async_copy`` when it has an
-        async stage or a warp-specialized loop (without it TVM emits no cp.async).  ``tvm_twill.build(mod,
-        target, plan)`` uses it with ``tir_pipeline``; by hand: ``with plan.pass_context(): tvm.compile(mod,
-        target, tir_pipeline=plan.tir_pipeline or "default")``."""
-        from .compiler import pass_context
-        return pass_context(self)
-
-    @property
-    def async_copies(self) -> tuple[str, ...]:
-        """The statements the annotation makes cp.async: those in an async stage (empty when not applied)."""
-        ann = self.annotation
-        return tuple(st.name for st in self.extraction.stmts if ann.stages[st.index] in ann.async_stages)
 
     @property
     def graph(self) -> Graph:
@@ -355,6 +345,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
     sched, ann, solved, depth = fit_shared(ex, sched, ann, ms, m, opts, solve)
+    sched, ann, depth, why_not = all_copies_async(ex, sched, ann, ms, m, solved, depth)
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
@@ -364,7 +355,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
-                        warnings=(caveat,) if caveat else ())
+                        warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not))
     if opts.warp_specialize is not False:
         ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
         plan = replace(plan, warp_specialization=ws)
@@ -505,6 +496,7 @@ def _explain(plan: PipelinePlan) -> str:
                  f"cp.async.wait_group counts: {waits or 'none'}")
     else:
         L.append("no async stage (no stage consists only of cp.async-capable copies)")
+    L.extend(f"  {name} stays a synchronous copy: {why}" for name, why in plan.sync_copies)
     L.append(f"annotations: {plan.annotations}")
     if plan.warp_specialization is not None:
         L.append(plan.warp_specialization.explain())
