@@ -1,6 +1,7 @@
 """Every tutorial runs headless, exits 0 and prints what it promises (subprocess, no GPU).
 
-Tutorials that need TVM are skipped without it.  Nothing here is timed.
+Each runs as in the README's quick-start venv: the test-only packages (pytest, hypothesis) cannot be
+imported (``quickstart_env``).  Tutorials that need TVM are skipped without it.  Nothing here is timed.
 """
 import importlib.util
 import os
@@ -11,6 +12,8 @@ import sys
 
 import pytest
 
+import quickstart_env
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TUTORIALS = ROOT / "tutorials"
 HAVE_TVM = importlib.util.find_spec("tvm") is not None
@@ -18,7 +21,7 @@ needs_tvm = pytest.mark.skipif(not HAVE_TVM, reason="the tutorial needs TVM (pip
 
 
 def run(script, *args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    env = quickstart_env.env(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"twill-quickstart-{os.getpid()}")
     r = subprocess.run([sys.executable, str(TUTORIALS / script), *args], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{script} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
