@@ -356,16 +356,33 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not))
+    fallback = ""
     if opts.warp_specialize is not False:
-        ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
-        plan = replace(plan, warp_specialization=ws)
-        if ws.chosen:
-            if not opts.apply:
-                return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
-            ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
-            return replace(plan, warp_specialization=ws, applied=True,
-                           outcome=f"warp-specialized loop '{ex.loop}' (compile with tir_pipeline="
-                                   f"plan.tir_pipeline)")
+        try:
+            ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
+            plan = replace(plan, warp_specialization=ws)
+            if ws.chosen:
+                if not opts.apply:
+                    return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
+                ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
+                return replace(plan, warp_specialization=ws, applied=True,
+                               outcome=f"warp-specialized loop '{ex.loop}' (compile with tvm_twill.build(mod, "
+                                       "target, plan), which uses plan.tir_pipeline)")
+        except UnsupportedLoopError as err:
+            if opts.warp_specialize is True:
+                raise
+            # "auto": the plain software pipeline, and why not specialized (the loop is as it was: the transform
+            # restores it on failure)
+            plan = replace(plan, warp_specialization=WarpSpecialization(False, f"not specialized: {err}",
+                                                                        plan.ii_cycles, None))
+            fallback = f" (warp_specialize='auto' fell back to the software pipeline: {err})"
+    plan = _plain_outcome(sch, ref, plan, opts, m, cache)
+    return replace(plan, outcome=plan.outcome + fallback)
+
+
+def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: Machine, cache) -> PipelinePlan:
+    """The one-role software pipeline of ``plan``: written on the loop (and checked by TVM) or why not."""
+    ex, ann, sched, depth = plan.extraction, plan.annotation, plan.schedule, plan.depth
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         if FIT_NOTE in depth:
             return replace(plan, outcome=(
