@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
@@ -137,6 +137,8 @@ class PipelinePlan:
     warp_specialization: WarpSpecialization | None = None
     #: ``(statement, why)`` for each cp.async-capable copy that is not in an async stage (``async_copies``).
     sync_copies: tuple[tuple[str, str], ...] = ()
+    #: The module as ``auto_pipeline`` found it (``check_on_cpu`` runs it against the plan).
+    source: object = field(default=None, compare=False, repr=False)
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -195,6 +197,14 @@ class PipelinePlan:
     def explain(self) -> str:
         """Why these stages, and what limits the II (plain text; times in machine cycles)."""
         return _explain(self)
+
+    def check_on_cpu(self, *, seed: int = 0):
+        """Run the function before and after this plan (every nested plan too) on the CPU (llvm) on the same
+        small-integer inputs and compare every parameter; returns a ``verify.CpuCheck`` (``.ok``, ``str()``).
+        Async stages and thread bindings are taken out first (they do not change what is computed); loops
+        with GPU-only intrinsics are refused (``tvm_twill.verify``)."""
+        from .verify import check_on_cpu
+        return check_on_cpu(self, seed=seed)
 
     def plot(self, path):
         """Draw the plan (reservation table, pipelined timeline, dependence graph; times in machine
@@ -283,9 +293,10 @@ def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None,
     InfeasibleError / SolverTimeoutError from the solver.
     """
     opts = (options or AutoPipelineOptions()).replace(**option_kw)
+    source = sch.mod
     if isinstance(loop, (list, tuple)):
-        return _auto_nested(sch, list(loop), target, opts)
-    return _auto_one(sch, loop, target, opts)
+        return replace(_auto_nested(sch, list(loop), target, opts), source=source)
+    return replace(_auto_one(sch, loop, target, opts), source=source)
 
 
 def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
