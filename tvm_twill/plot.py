@@ -39,7 +39,7 @@ from .errors import InputError, PlotUnavailableError
 from .model import topological_order
 from .report import role_name, unit_scale
 
-__all__ = ["MAX_ITERATIONS", "plot_schedule", "time_axis"]
+__all__ = ["MAX_ITERATIONS", "plot_schedule", "require_matplotlib", "time_axis"]
 
 #: At most this many overlapped iterations are drawn in the timeline.
 MAX_ITERATIONS = 8
@@ -57,6 +57,11 @@ def _matplotlib():
         raise PlotUnavailableError("plotting needs matplotlib, which is not installed: "
                                    "pip install 'tvm-twill[plot]' (or pip install matplotlib)") from None
     return Figure, Rectangle, FancyArrowPatch
+
+
+def require_matplotlib() -> None:
+    """PlotUnavailableError now, without matplotlib (the CLI asks before it solves)."""
+    _matplotlib()
 
 
 def time_axis(schedule, cycles_per_unit=None) -> tuple[float, str]:
