@@ -115,7 +115,8 @@ def _solve_and_print(graph, args) -> int:
     print(report.render(schedule, prepared.graph, prepared.machine), end="")
     if args.plot:
         from .plot import plot_schedule  # matplotlib only when asked
-        plot_schedule(schedule, prepared.graph, prepared.machine, args.plot)
+        plot_schedule(schedule, prepared.graph, prepared.machine, args.plot,
+                      cycles_per_unit=report.unit_scale(schedule, prepared.graph))
         print(f"\nwrote {args.plot}")
     if not schedule.optimal:  # the anytime answer: valid, with its proven lower bound
         lb = schedule.lower_bound.ii

@@ -280,6 +280,8 @@ def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title
     if missing:
         raise InputError(f"schedule of graph '{schedule.graph}' does not place op(s) {missing} of graph "
                          f"'{graph.name}': plot the schedule with the graph it was solved on")
+    if cycles_per_unit is None and getattr(graph, "cycles_per_unit", 1) != 1:  # the graph's own time unit
+        cycles_per_unit = unit_scale(schedule, graph)
     factor, label = time_axis(schedule, cycles_per_unit)
     roles = schedule.warps_used()
     n_ops = len(graph.names)
