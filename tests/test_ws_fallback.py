@@ -45,3 +45,16 @@ def test_true_refuses_in_one_line(monkeypatch):
         tvm_twill.auto_pipeline(sch, "i", "sm_80", warp_specialize=True)
     assert "\n" not in str(err.value)
     tvm.ir.assert_structural_equal(sch.mod, before)  # the schedule is left as it was
+
+
+def test_a_warp_specialized_plan_explains_its_roles_and_ring_first():
+    from tvm_twill.workloads import wgmma_gemm
+    sch, k0, _ = wgmma_gemm(512)
+    plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    ws = plan.warp_specialization
+    first, second = plan.explain().splitlines()[:2]
+    assert first.startswith(f"auto_pipeline: loop 'k_0' (8 iterations) for sm_90a: warp-specialized, ii "
+                            f"{ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); producer warp: "
+                            "A_shared.dyn, B_shared.dyn; consumer warps: ")
+    assert first.endswith(f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them")
+    assert second == "the one-role software pipeline it was compared with:"

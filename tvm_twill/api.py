@@ -44,6 +44,7 @@ from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, app
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
 from .async_copies import all_copies_async, sync_copy_reasons
+from .plan_progress import PlanProgress
 from .stages import FIT_NOTE, fit_shared, shared_memory
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -75,7 +76,8 @@ class AutoPipelineOptions:
     the full machine model has a smaller ii); applies to the outermost loop
     of the call, inner loops keep software pipelines.  ``cache``: a
     ``tvm_twill.cache.PlanCache`` whose solves, extractions and TVM verdicts
-    are reused for identical loops (None: every call starts afresh).
+    are reused for identical loops (None: every call starts afresh).  ``quiet``: no progress lines (by
+    default a plan that runs over a second reports each step on stderr, ``tvm_twill.plan_progress``).
     """
 
     machine: object = None
@@ -86,6 +88,7 @@ class AutoPipelineOptions:
     max_stages: int | None = None
     warp_specialize: object = False
     cache: object = None
+    quiet: bool = False
 
     def __post_init__(self):
         check_max_stages(self.max_stages)
@@ -344,19 +347,23 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
                 f"loop '{ref.name}' is inside the pipelined loop '{a.loop_var.name}': pipeline inner loops "
                 "first (auto_pipeline(sch, [outer, inner], ...)), then the outer loop")
     cache = opts.cache
+    progress = PlanProgress(ref.name, opts.quiet)
     if cache is None:
         ex = extract_loop(sch, ref.rv, arch, machine=m, quantum=opts.quantum)
     else:  # the solver too: each distinct graph is solved once per cache
         ex = cache.extract(sch, ref, arch, m, opts.quantum)
         solve = cache.solve
+    progress.step(f"extracted {len(ex.stmts)} statements")
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
     sched = solve(graph, ms, time_limit=opts.time_limit)
+    progress.step(f"solved: ii {sched.ii * ex.quantum} cycles ({'optimal' if sched.optimal else 'best found'})")
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
     sched, ann, solved, depth = fit_shared(ex, sched, ann, ms, m, opts, solve)
     sched, ann, depth, why_not = all_copies_async(ex, sched, ann, ms, m, solved, depth)
+    progress.step(f"stages fitted: {ann.num_stages} stage(s), ii {sched.ii * ex.quantum} cycles")
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
@@ -372,10 +379,12 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
         try:
             ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
             plan = replace(plan, warp_specialization=ws)
+            progress.step(f"warp specialization planned: {ws.reason}")
             if ws.chosen:
                 if not opts.apply:
                     return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
                 ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
+                progress.step("warp-specialized kernel emitted, its mbarrier protocol model checked")
                 return replace(plan, warp_specialization=ws, applied=True,
                                outcome=f"warp-specialized loop '{ex.loop}' (compile with tvm_twill.build(mod, "
                                        "target, plan), which uses plan.tir_pipeline)")
@@ -461,9 +470,17 @@ def _explain(plan: PipelinePlan) -> str:
     ex, s, ann, g = plan.extraction, plan.schedule, plan.annotation, plan.graph
     q = plan.quantum
     m = plan.machine
-    L = [f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
-         f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
-         f"times in machine cycles (the model counts in units of {q} cycles)"]
+    ws = plan.warp_specialization
+    L = []
+    if ws is not None and ws.chosen and plan.applied:  # what runs: the roles and the ring first
+        L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch}: warp-specialized, "
+                 f"ii {ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); "
+                 + "; ".join(f"{role}: {', '.join(stmts)}" for role, stmts in ws.roles.items())
+                 + f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them")
+        L.append("the one-role software pipeline it was compared with:")
+    L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
+             f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
+             f"times in machine cycles (the model counts in units of {q} cycles)")
     for inner in plan.inner:
         L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
                  f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")
