@@ -150,6 +150,12 @@ class PipelinePlan:
         ws = self.warp_specialization
         return ws.tir_pipeline if ws is not None and self.applied else None
 
+    def __repr__(self) -> str:  # one line (the dataclass repr runs to screens: extraction, graphs, schedules)
+        ws = self.warp_specialization
+        return (f"PipelinePlan(loop={self.loop!r}, arch={self.arch!r}, ii_cycles={self.ii_cycles}, "
+                f"annotations={self.annotations}, applied={self.applied}, inner={len(self.inner)}"
+                + (f", warp_specialized={ws.chosen}" if ws is not None else "") + f", outcome={self.outcome!r})")
+
     def pass_context(self):
         """The ``tvm.transform.PassContext`` this plan compiles under: ``tirx.use_async_copy`` when it has an
         async stage or a warp-specialized loop (without it TVM emits no cp.async).  ``tvm_twill.build(mod,
