@@ -341,6 +341,14 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
 
 def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     """frontend (extract) -> solvers (solve) -> transforms (annotate, refine, apply) for one loop."""
+    progress = PlanProgress(str(loop) if isinstance(loop, str) else "?", opts.quiet)
+    try:
+        return _plan_one(sch, loop, target, opts, progress)
+    finally:
+        progress.close()  # no line about a step after the plan ended
+
+
+def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgress) -> PipelinePlan:
     from .solvers import solve  # lazily: the solver pulls in z3
 
     arch, _ = parse_target(target)
@@ -353,7 +361,8 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
                 f"loop '{ref.name}' is inside the pipelined loop '{a.loop_var.name}': pipeline inner loops "
                 "first (auto_pipeline(sch, [outer, inner], ...)), then the outer loop")
     cache = opts.cache
-    progress = PlanProgress(ref.name, opts.quiet)
+    progress.loop = ref.name
+    progress.begin("extracting the loop's statements")
     if cache is None:
         ex = extract_loop(sch, ref.rv, arch, machine=m, quantum=opts.quantum)
     else:  # the solver too: each distinct graph is solved once per cache
@@ -363,10 +372,12 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
+    progress.begin(f"solving the {len(ex.stmts)}-statement loop (time limit {opts.time_limit:g}s)")
     sched = solve(graph, ms, time_limit=opts.time_limit)
     progress.step(f"solved: ii {sched.ii * ex.quantum} cycles ({'optimal' if sched.optimal else 'best found'})")
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
+    progress.begin("fitting the stages to TVM's buffer versions and shared memory")
     sched, ann, solved, depth = fit_shared(ex, sched, ann, ms, m, opts, solve)
     sched, ann, depth, why_not = all_copies_async(ex, sched, ann, ms, m, solved, depth)
     progress.step(f"stages fitted: {ann.num_stages} stage(s), ii {sched.ii * ex.quantum} cycles")
@@ -383,12 +394,14 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     fallback = ""
     if opts.warp_specialize is not False:
         try:
+            progress.begin("warp specialization: solving the loop with a producer warp")
             ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
             plan = replace(plan, warp_specialization=ws)
             progress.step(f"warp specialization planned: {ws.reason}")
             if ws.chosen:
                 if not opts.apply:
                     return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
+                progress.begin("warp specialization: emitting the kernel and model checking its mbarrier protocol")
                 ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
                 progress.step("warp-specialized kernel emitted, its mbarrier protocol model checked")
                 return replace(plan, warp_specialization=ws, applied=True,
@@ -472,18 +485,23 @@ def evaluate_annotation(sch, loop, target, *, machine=None, quantum: int | None 
 
 
 # -- explain ----------------------------------------------------------------------
+def _ws_opening(plan: PipelinePlan) -> list[str]:
+    """A warp-specialized plan's explanation opens with what runs: the roles and the ring."""
+    ws = plan.warp_specialization
+    if ws is None or not ws.chosen or not plan.applied:
+        return []
+    return [f"auto_pipeline: loop '{plan.loop}' ({plan.extraction.trip_count} iterations) for {plan.arch}: "
+            f"warp-specialized, ii {ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); "
+            + "; ".join(f"{role}: {', '.join(stmts)}" for role, stmts in ws.roles.items())
+            + f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them",
+            "the one-role software pipeline it was compared with:"]
+
+
 def _explain(plan: PipelinePlan) -> str:
     ex, s, ann, g = plan.extraction, plan.schedule, plan.annotation, plan.graph
     q = plan.quantum
     m = plan.machine
-    ws = plan.warp_specialization
-    L = []
-    if ws is not None and ws.chosen and plan.applied:  # what runs: the roles and the ring first
-        L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch}: warp-specialized, "
-                 f"ii {ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); "
-                 + "; ".join(f"{role}: {', '.join(stmts)}" for role, stmts in ws.roles.items())
-                 + f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them")
-        L.append("the one-role software pipeline it was compared with:")
+    L = _ws_opening(plan)
     L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
              f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
              f"times in machine cycles (the model counts in units of {q} cycles)")
