@@ -10,7 +10,8 @@ import tvm_twill  # noqa: E402
 from tvm_twill.model.machine import get_machine  # noqa: E402
 from tvm_twill.workloads import wgmma_gemm  # noqa: E402
 
-FREE = 139264   # TVM's versions of the unconstrained plan of wgmma_gemm(512): A x5 + B x6
+FREE = 147456   # TVM's versions of the unconstrained plan of wgmma_gemm(512): A x6 + B x6 (both copies in async stage 0)
+FIT = 139264    # the optimum as solved (A in stage 1, B in stage 0): A x5 + B x6; below it fit_shared re-plans
 
 
 def _plan(limit, **kw):
@@ -19,16 +20,20 @@ def _plan(limit, **kw):
     return tvm_twill.auto_pipeline(sch, [k0], "sm_90a", machine=m, **kw)
 
 
-@pytest.mark.parametrize("limit", [232448, FREE - 1, 90111, 65536, 49151])
+@pytest.mark.parametrize("limit", [232448, FREE - 1, FIT - 1, 90111, 65536, 49151])
 def test_the_plan_fits_every_shared_memory_limit(limit):
     plan = _plan(limit)
     assert plan.smem_bytes <= limit
     text = plan.explain()
     if limit >= FREE:
         assert plan.applied and plan.smem_bytes == FREE and "shared memory: TVM's" not in text
+        assert plan.sync_copies == ()
+    elif limit >= FIT:  # both copies in the async stage would not fit: A stays a plain copy, and the plan says so
+        assert plan.applied and plan.smem_bytes == FIT and "shared memory: TVM's" not in text
+        assert "to stage 0: " in dict(plan.sync_copies)["A_shared.dyn"]
     else:   # the first plan's versions overflowed: said, with what was chosen instead
         assert f"more than the {limit} B a block has; the best plan that fits has " \
-               f"{plan.annotation.num_stages} stage(s) ({plan.smem_bytes} B" in text
+               f"{plan.annotation.num_stages} stage(s) (" in text and f"total {plan.smem_bytes} B of {limit} B" in text
 
 
 def test_one_byte_short_costs_no_more_than_a_much_smaller_limit():

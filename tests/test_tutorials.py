@@ -1,6 +1,7 @@
 """Every tutorial runs headless, exits 0 and prints what it promises (subprocess, no GPU).
 
-Tutorials that need TVM are skipped without it.  Nothing here is timed.
+Each runs as in the README's quick-start venv: the test-only packages (pytest, hypothesis) cannot be
+imported (``quickstart_env``).  Tutorials that need TVM are skipped without it.  Nothing here is timed.
 """
 import importlib.util
 import os
@@ -11,14 +12,17 @@ import sys
 
 import pytest
 
+import quickstart_env
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TUTORIALS = ROOT / "tutorials"
 HAVE_TVM = importlib.util.find_spec("tvm") is not None
 needs_tvm = pytest.mark.skipif(not HAVE_TVM, reason="the tutorial needs TVM (pip install -e '.[tvm]')")
 
 
-def run(script, *args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+def run(script, *args, blocked=()):
+    env = quickstart_env.env(pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"twill-quickstart-{os.getpid()}",
+                             blocked=(*quickstart_env.TEST_ONLY, *blocked))
     r = subprocess.run([sys.executable, str(TUTORIALS / script), *args], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{script} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
@@ -47,6 +51,14 @@ def test_solve_paper_graphs(tmp_path):
 
 def test_solve_paper_graphs_without_pictures():
     out = run("solve_paper_graphs.py", "--graphs", "fa_fwd_fig1", "--no-plot")
+    assert "summary: fa_fwd_fig1 ii = 2, length = 4, optimal" in out and "picture:" not in out
+
+
+def test_solve_paper_graphs_without_matplotlib_gives_the_reports():
+    """The quick-start install has no matplotlib: the tutorial says how to get the pictures and goes on."""
+    out = run("solve_paper_graphs.py", "--graphs", "fa_fwd_fig1", blocked=("matplotlib",))
+    assert out.startswith("no pictures: plotting needs matplotlib, which is not installed: pip install "
+                          "'tvm-twill[plot]'")
     assert "summary: fa_fwd_fig1 ii = 2, length = 4, optimal" in out and "picture:" not in out
 
 

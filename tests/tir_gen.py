@@ -222,3 +222,46 @@ def strip_async(mod_or_func):
         if ASYNC_STAGES in sch.get(ref.rv).annotations:
             sch.unannotate(ref.rv, ASYNC_STAGES)
     return sch.mod
+
+
+# -- loops of global->shared copies (cp.async-capable) and one consumer ------------------------------
+@dataclass(frozen=True)
+class CopyLoopSpec:
+    """``for tx (threadIdx.x): for i: copy_k: S_k[tx, :] = X_k[tx, i, :]`` (16-byte vectors, one per copy), then
+    ``use: C[tx, i, j] = (sum of the S_k read) * 2``; widths differ so the copies' latencies differ."""
+
+    trip: int
+    widths: tuple
+    threads: int = 4
+    reads: tuple = ()        # which copies the consumer reads (default: all)
+
+    @property
+    def used(self) -> tuple:
+        return self.reads or tuple(range(len(self.widths)))
+
+
+@st.composite
+def copy_loop_specs(draw):
+    n = draw(st.integers(2, 3))
+    widths = tuple(draw(st.sampled_from([8, 16, 64, 256])) for _ in range(n))
+    reads = () if draw(st.integers(0, 3)) else tuple(sorted(draw(st.sets(st.integers(0, n - 1), min_size=1))))
+    return CopyLoopSpec(trip=draw(st.sampled_from([4, 8, 16])), widths=widths, reads=reads)
+
+
+def build_copy_loop(spec: CopyLoopSpec) -> str:
+    """The TVMScript text of a ``CopyLoopSpec`` (function ``f``; parameters X0.., C)."""
+    p, w_out = spec.threads, min(spec.widths)
+    params = ", ".join(f"X{k}: T.Buffer(({p}, {spec.trip}, {w}), 'float32')" for k, w in enumerate(spec.widths))
+    lines = ["@T.prim_func(s_tir=True)", f"def f({params}, C: T.Buffer(({p}, {spec.trip}, {w_out}), 'float32')):",
+             f"    for tx in T.thread_binding({p}, thread='threadIdx.x'):",
+             f"        for i in T.serial({spec.trip}):", "            with T.sblock('body'):"]
+    for k, w in enumerate(spec.widths):
+        lines.append(f"                S{k} = T.sblock_alloc_buffer(({p}, {w}), 'float32', scope='shared')")
+    for k, w in enumerate(spec.widths):
+        lines += [f"                for j0 in range({w // 4}):", "                    for v in T.vectorized(4):",
+                  f"                        with T.sblock('copy{k}'):",
+                  f"                            S{k}[tx, j0 * 4 + v] = X{k}[tx, i, j0 * 4 + v]"]
+    expr = " + ".join(f"S{k}[tx, j]" for k in spec.used)
+    lines += [f"                for j in range({w_out}):", "                    with T.sblock('use'):",
+              f"                        C[tx, i, j] = ({expr}) * T.float32(2)"]
+    return "\n".join(lines) + "\n"

@@ -55,11 +55,7 @@ def model_ii(sch, loop: str, arch: str, machine) -> str:
     try:
         return f"{tvm_twill.evaluate_annotation(sch, loop, arch, machine=machine).ii_cycles} cycles"
     except TwillError as err:
-        return f"n/a ({str(err).splitlines()[0][:70]})"
-
-
-def show(text: str, width: int = 100) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+        return f"n/a ({err})"
 
 
 def main(argv=None) -> int:
@@ -108,7 +104,7 @@ def main(argv=None) -> int:
             print(f"    rule       model II of {outer}: {model_ii(rule, outer, args.arch, machine)}")
             if nest.kept:
                 kept += 1
-                print(f"    tvm_twill  keeps the rule's annotation: {show(nest.reason)}")
+                print(f"    tvm_twill  keeps the rule's annotation: {nest.reason}")
                 continue
             planned += 1
             plan = nest.plan

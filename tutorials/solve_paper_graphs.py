@@ -54,7 +54,16 @@ def main(argv=None) -> int:
     from tvm_twill.model import check
     from tvm_twill.solvers import SolveOptions, prepare, solve_prepared
 
+    from tvm_twill.errors import PlotUnavailableError
+    from tvm_twill.plot import require_matplotlib
+
     out = None
+    if not args.no_plot:
+        try:   # the quick-start install has no matplotlib: the reports alone, and how to get the pictures
+            require_matplotlib()
+        except PlotUnavailableError as err:
+            print(f"no pictures: {err}\n")
+            args.no_plot = True
     if not args.no_plot:
         out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="twill_pictures_"))
         out.mkdir(parents=True, exist_ok=True)

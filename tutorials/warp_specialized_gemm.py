@@ -16,7 +16,8 @@ One call replaces ``sch.annotate``: ``auto_pipeline(sch, loop, target,
 warp_specialize=...)``.  ``True`` always specializes, ``"auto"`` only when the
 joint schedule with a producer warp has a smaller ii than the one-role
 pipeline (it says why in ``plan.explain()``).  The plan names the TIR pipeline
-that performs the rewrite inside ``tvm.compile``.
+that performs the rewrite inside ``tvm.compile``; ``tvm_twill.build(sch.mod,
+arch, plan)`` compiles with it.
 """
 from __future__ import annotations
 
@@ -38,8 +39,6 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=4096, help="M = N = K")
     ap.add_argument("--no-nvcc", action="store_true", help="skip the nvcc register/spill report")
     args = ap.parse_args(argv)
-
-    import tvm
 
     import tvm_twill
     from tvm_twill.transforms.sass import print_ptxas_report
@@ -67,13 +66,12 @@ def main(argv=None) -> int:
     ws = plan.warp_specialization
     print("\n" + ws.explain())
 
-    # 3. Compile exactly as without tvm_twill, naming the plan's TIR pipeline.
-    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
-        lib = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "cuda", "arch": args.arch}),
-                          tir_pipeline=plan.tir_pipeline)
+    # 3. Compile as planned: tvm.compile under plan.pass_context() with tir_pipeline=plan.tir_pipeline.
+    lib = tvm_twill.build(sch.mod, args.arch, plan)
     src = lib.mod.imports[0].inspect_source()
     kernel = src[src.index('extern "C" __global__'):]
-    print(f"\ntvm.compile(..., tir_pipeline={plan.tir_pipeline!r}) -> kernel signature:")
+    print(f"\ntvm_twill.build(sch.mod, {args.arch!r}, plan): tvm.compile(..., tir_pipeline={plan.tir_pipeline!r}) "
+          "-> kernel signature:")
     print("   ", kernel.splitlines()[0][:200])
     print("instructions in the kernel:")
     for name, pattern in (("mbarrier waits", r"mbarrier_wait|test_wait"), ("elect.sync", r"elect_one_sync"),

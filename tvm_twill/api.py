@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
@@ -43,6 +43,8 @@ from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
+from .async_copies import all_copies_async, sync_copy_reasons
+from .plan_progress import PlanProgress
 from .stages import FIT_NOTE, fit_shared, shared_memory
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -74,7 +76,8 @@ class AutoPipelineOptions:
     the full machine model has a smaller ii); applies to the outermost loop
     of the call, inner loops keep software pipelines.  ``cache``: a
     ``tvm_twill.cache.PlanCache`` whose solves, extractions and TVM verdicts
-    are reused for identical loops (None: every call starts afresh).
+    are reused for identical loops (None: every call starts afresh).  ``quiet``: no progress lines (by
+    default a plan that runs over a second reports each step on stderr, ``tvm_twill.plan_progress``).
     """
 
     machine: object = None
@@ -85,6 +88,7 @@ class AutoPipelineOptions:
     max_stages: int | None = None
     warp_specialize: object = False
     cache: object = None
+    quiet: bool = False
 
     def __post_init__(self):
         check_max_stages(self.max_stages)
@@ -134,6 +138,10 @@ class PipelinePlan:
     warnings: tuple[str, ...] = ()
     #: The warp-specialization decision (None when warp_specialize=False).
     warp_specialization: WarpSpecialization | None = None
+    #: ``(statement, why)`` for each cp.async-capable copy that is not in an async stage (``async_copies``).
+    sync_copies: tuple[tuple[str, str], ...] = ()
+    #: The module as ``auto_pipeline`` found it (``check_on_cpu`` runs it against the plan).
+    source: object = field(default=None, compare=False, repr=False)
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -141,6 +149,27 @@ class PipelinePlan:
         when the loop was warp-specialized, else None (TVM's default)."""
         ws = self.warp_specialization
         return ws.tir_pipeline if ws is not None and self.applied else None
+
+    def __repr__(self) -> str:  # one line (the dataclass repr runs to screens: extraction, graphs, schedules)
+        ws = self.warp_specialization
+        return (f"PipelinePlan(loop={self.loop!r}, arch={self.arch!r}, ii_cycles={self.ii_cycles}, "
+                f"annotations={self.annotations}, applied={self.applied}, inner={len(self.inner)}"
+                + (f", warp_specialized={ws.chosen}" if ws is not None else "") + f", outcome={self.outcome!r})")
+
+    def pass_context(self):
+        """The ``tvm.transform.PassContext`` this plan compiles under: ``tirx.use_async_copy`` when it has an
+        async stage or a warp-specialized loop (without it TVM emits no cp.async).  ``tvm_twill.build(mod,
+        target, plan)`` uses it with ``tir_pipeline``; by hand: ``with plan.pass_context(): tvm.compile(mod,
+        target, tir_pipeline=plan.tir_pipeline or "default")``."""
+        from .compiler import pass_context
+        return pass_context(self)
+
+    @property
+    def async_copies(self) -> tuple[str, ...]:
+        """The statements the annotation makes cp.async: those in an async stage (``sync_copies``: the
+        cp.async-capable copies that are not, and why)."""
+        ann = self.annotation
+        return tuple(st.name for st in self.extraction.stmts if ann.stages[st.index] in ann.async_stages)
 
     @property
     def graph(self) -> Graph:
@@ -177,6 +206,14 @@ class PipelinePlan:
     def explain(self) -> str:
         """Why these stages, and what limits the II (plain text; times in machine cycles)."""
         return _explain(self)
+
+    def check_on_cpu(self, *, seed: int = 0):
+        """Run the function before and after this plan (every nested plan too) on the CPU (llvm) on the same
+        small-integer inputs and compare every parameter; returns a ``verify.CpuCheck`` (``.ok``, ``str()``).
+        Async stages and thread bindings are taken out first (they do not change what is computed); loops
+        with GPU-only intrinsics are refused (``tvm_twill.verify``)."""
+        from .verify import check_on_cpu
+        return check_on_cpu(self, seed=seed)
 
     def plot(self, path):
         """Draw the plan (reservation table, pipelined timeline, dependence graph; times in machine
@@ -265,9 +302,10 @@ def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None,
     InfeasibleError / SolverTimeoutError from the solver.
     """
     opts = (options or AutoPipelineOptions()).replace(**option_kw)
+    source = sch.mod
     if isinstance(loop, (list, tuple)):
-        return _auto_nested(sch, list(loop), target, opts)
-    return _auto_one(sch, loop, target, opts)
+        return replace(_auto_nested(sch, list(loop), target, opts), source=source)
+    return replace(_auto_one(sch, loop, target, opts), source=source)
 
 
 def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
@@ -303,6 +341,14 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
 
 def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     """frontend (extract) -> solvers (solve) -> transforms (annotate, refine, apply) for one loop."""
+    progress = PlanProgress(str(loop) if isinstance(loop, str) else "?", opts.quiet)
+    try:
+        return _plan_one(sch, loop, target, opts, progress)
+    finally:
+        progress.close()  # no line about a step after the plan ended
+
+
+def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgress) -> PipelinePlan:
     from .solvers import solve  # lazily: the solver pulls in z3
 
     arch, _ = parse_target(target)
@@ -315,18 +361,26 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
                 f"loop '{ref.name}' is inside the pipelined loop '{a.loop_var.name}': pipeline inner loops "
                 "first (auto_pipeline(sch, [outer, inner], ...)), then the outer loop")
     cache = opts.cache
+    progress.loop = ref.name
+    progress.begin("extracting the loop's statements")
     if cache is None:
         ex = extract_loop(sch, ref.rv, arch, machine=m, quantum=opts.quantum)
     else:  # the solver too: each distinct graph is solved once per cache
         ex = cache.extract(sch, ref, arch, m, opts.quantum)
         solve = cache.solve
+    progress.step(f"extracted {len(ex.stmts)} statements")
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
+    progress.begin(f"solving the {len(ex.stmts)}-statement loop (time limit {opts.time_limit:g}s)")
     sched = solve(graph, ms, time_limit=opts.time_limit)
+    progress.step(f"solved: ii {sched.ii * ex.quantum} cycles ({'optimal' if sched.optimal else 'best found'})")
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
+    progress.begin("fitting the stages to TVM's buffer versions and shared memory")
     sched, ann, solved, depth = fit_shared(ex, sched, ann, ms, m, opts, solve)
+    sched, ann, depth, why_not = all_copies_async(ex, sched, ann, ms, m, solved, depth)
+    progress.step(f"stages fitted: {ann.num_stages} stage(s), ii {sched.ii * ex.quantum} cycles")
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
@@ -336,17 +390,38 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
-                        warnings=(caveat,) if caveat else ())
+                        warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not))
+    fallback = ""
     if opts.warp_specialize is not False:
-        ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
-        plan = replace(plan, warp_specialization=ws)
-        if ws.chosen:
-            if not opts.apply:
-                return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
-            ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
-            return replace(plan, warp_specialization=ws, applied=True,
-                           outcome=f"warp-specialized loop '{ex.loop}' (compile with tir_pipeline="
-                                   f"plan.tir_pipeline)")
+        try:
+            progress.begin("warp specialization: solving the loop with a producer warp")
+            ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
+            plan = replace(plan, warp_specialization=ws)
+            progress.step(f"warp specialization planned: {ws.reason}")
+            if ws.chosen:
+                if not opts.apply:
+                    return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
+                progress.begin("warp specialization: emitting the kernel and model checking its mbarrier protocol")
+                ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
+                progress.step("warp-specialized kernel emitted, its mbarrier protocol model checked")
+                return replace(plan, warp_specialization=ws, applied=True,
+                               outcome=f"warp-specialized loop '{ex.loop}' (compile with tvm_twill.build(mod, "
+                                       "target, plan), which uses plan.tir_pipeline)")
+        except UnsupportedLoopError as err:
+            if opts.warp_specialize is True:
+                raise
+            # "auto": the plain software pipeline, and why not specialized (the loop is as it was: the transform
+            # restores it on failure)
+            plan = replace(plan, warp_specialization=WarpSpecialization(False, f"not specialized: {err}",
+                                                                        plan.ii_cycles, None))
+            fallback = f" (warp_specialize='auto' fell back to the software pipeline: {err})"
+    plan = _plain_outcome(sch, ref, plan, opts, m, cache)
+    return replace(plan, outcome=plan.outcome + fallback)
+
+
+def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: Machine, cache) -> PipelinePlan:
+    """The one-role software pipeline of ``plan``: written on the loop (and checked by TVM) or why not."""
+    ex, ann, sched, depth = plan.extraction, plan.annotation, plan.schedule, plan.depth
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         if FIT_NOTE in depth:
             return replace(plan, outcome=(
@@ -410,13 +485,26 @@ def evaluate_annotation(sch, loop, target, *, machine=None, quantum: int | None 
 
 
 # -- explain ----------------------------------------------------------------------
+def _ws_opening(plan: PipelinePlan) -> list[str]:
+    """A warp-specialized plan's explanation opens with what runs: the roles and the ring."""
+    ws = plan.warp_specialization
+    if ws is None or not ws.chosen or not plan.applied:
+        return []
+    return [f"auto_pipeline: loop '{plan.loop}' ({plan.extraction.trip_count} iterations) for {plan.arch}: "
+            f"warp-specialized, ii {ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); "
+            + "; ".join(f"{role}: {', '.join(stmts)}" for role, stmts in ws.roles.items())
+            + f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them",
+            "the one-role software pipeline it was compared with:"]
+
+
 def _explain(plan: PipelinePlan) -> str:
     ex, s, ann, g = plan.extraction, plan.schedule, plan.annotation, plan.graph
     q = plan.quantum
     m = plan.machine
-    L = [f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
-         f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
-         f"times in machine cycles (the model counts in units of {q} cycles)"]
+    L = _ws_opening(plan)
+    L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
+             f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
+             f"times in machine cycles (the model counts in units of {q} cycles)")
     for inner in plan.inner:
         L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
                  f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")
@@ -472,10 +560,12 @@ def _explain(plan: PipelinePlan) -> str:
     if ann.async_stages:
         waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
                           for w in plan.waits)
-        L.append(f"async stages {list(ann.async_stages)}: their copies become cp.async; predicted "
+        L.append(f"async stages {list(ann.async_stages)}: {', '.join(plan.async_copies)} become cp.async when "
+                 f"compiled with tvm_twill.build(mod, target, plan) (or under plan.pass_context()); predicted "
                  f"cp.async.wait_group counts: {waits or 'none'}")
     else:
         L.append("no async stage (no stage consists only of cp.async-capable copies)")
+    L.extend(f"  {name} stays a synchronous copy: {why}" for name, why in plan.sync_copies)
     L.append(f"annotations: {plan.annotations}")
     if plan.warp_specialization is not None:
         L.append(plan.warp_specialization.explain())

@@ -90,6 +90,9 @@ def _solve_and_print(graph, args) -> int:
     if args.no_normalize:
         graph = graph.replace(normalize=False)
     options = _solve_options(args)
+    if args.plot:  # refused before the solve, not after it
+        from .plot import require_matplotlib
+        require_matplotlib()
     machine = _machine(args.machine)
     prepared = prepare(graph, machine, options)  # what is scheduled: the report's cycles
     warning = report.normalization_warning(prepared)
@@ -104,10 +107,16 @@ def _solve_and_print(graph, args) -> int:
         schedule = paper_search(prepared.graph, prepared.machine, deadline=prepared.deadline)
     else:
         schedule = solve_prepared(prepared, options)
+    if args.json:  # first: a closed stdout or a failing picture must not lose the schedule
+        try:
+            dump(schedule_to_dict(schedule), args.json)
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot write {args.json}: {getattr(e, 'strerror', None) or e}") from None
     print(report.render(schedule, prepared.graph, prepared.machine), end="")
     if args.plot:
         from .plot import plot_schedule  # matplotlib only when asked
-        plot_schedule(schedule, prepared.graph, prepared.machine, args.plot)
+        plot_schedule(schedule, prepared.graph, prepared.machine, args.plot,
+                      cycles_per_unit=report.unit_scale(schedule, prepared.graph))
         print(f"\nwrote {args.plot}")
     if not schedule.optimal:  # the anytime answer: valid, with its proven lower bound
         lb = schedule.lower_bound.ii
@@ -115,10 +124,6 @@ def _solve_and_print(graph, args) -> int:
         _say(f"not proven optimal: gap {100 * gap(schedule.ii, lb):.1f}% (ii={schedule.ii}, every ii below {lb} "
              f"proven impossible); raise --time-limit to close it")
     if args.json:
-        try:
-            dump(schedule_to_dict(schedule), args.json)
-        except (OSError, ValueError) as e:
-            raise InputError(f"cannot write {args.json}: {getattr(e, 'strerror', None) or e}") from None
         print(f"\nwrote {args.json}")
     return 0
 

@@ -59,6 +59,16 @@ HISTORY = 4096
 VERIFY_GPU_CODE_ATTRS = ("max_shared_memory_per_block", "max_threads_per_block", "thread_warp_size")
 
 
+class History(collections.deque):
+    """``TwillPipeline.history``: a bounded deque of ``Replan``s that also takes slices (``history[-3:]``, a
+    list), which a plain deque refuses with TypeError."""
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list(self)[index]
+        return super().__getitem__(index)
+
+
 @dataclass(frozen=True)
 class NestOutcome:
     """One annotated loop nest of a candidate: re-planned (``plan``) or kept as it was (``reason``).
@@ -76,6 +86,10 @@ class NestOutcome:
     def kept(self) -> bool:
         """True when the nest keeps the annotation it had (``reason`` says why)."""
         return self.plan is None
+
+    def __repr__(self) -> str:  # one line: the plan's own repr, or the full reason
+        what = f"kept: {self.reason}" if self.kept else f"re-planned: {self.plan!r}"
+        return f"NestOutcome(loops={list(self.loops)}, {what})"
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,9 @@ class Replan:
     @property
     def kept(self) -> list[NestOutcome]:
         return [n for n in self.nests if n.kept]
+
+    def __repr__(self) -> str:  # without the module (a screen of TVMScript)
+        return f"Replan({len(self.nests)} nest(s): {', '.join(map(repr, self.nests))})"
 
 
 def target_machine(target, machine=None):
@@ -138,7 +155,8 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
         except TwillError as err:
             for name, ann in saved:  # a partly applied nest goes back to what it was
                 restore_annotation(sch, resolve_loop(sch, name).rv, ann)
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            # the whole message (a verifier's may take several lines), on one line
+            reason = " / ".join(ln.strip() for ln in str(err).splitlines() if ln.strip()) or type(err).__name__
             if rejected and check(sch):  # not the plan's fault: the candidate fails as the rule made it
                 reason += "; so does the rule's annotation (TVM cannot lower this candidate as it is)"
             log.info("loop nest %s keeps MetaSchedule's annotation %s: %s", list(loops),
@@ -176,7 +194,7 @@ class TwillPipeline(_PyPostproc):
         self.machine = machine
         self.cache = cache
         self.verify_gpu_code = verify_gpu_code
-        self.history = collections.deque(maxlen=HISTORY) if history is None else history
+        self.history = History(maxlen=HISTORY) if history is None else history
         self.target = None
         self._verifier = None
 

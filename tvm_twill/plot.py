@@ -39,7 +39,7 @@ from .errors import InputError, PlotUnavailableError
 from .model import topological_order
 from .report import role_name, unit_scale
 
-__all__ = ["MAX_ITERATIONS", "plot_schedule", "time_axis"]
+__all__ = ["MAX_ITERATIONS", "plot_schedule", "require_matplotlib", "time_axis"]
 
 #: At most this many overlapped iterations are drawn in the timeline.
 MAX_ITERATIONS = 8
@@ -57,6 +57,11 @@ def _matplotlib():
         raise PlotUnavailableError("plotting needs matplotlib, which is not installed: "
                                    "pip install 'tvm-twill[plot]' (or pip install matplotlib)") from None
     return Figure, Rectangle, FancyArrowPatch
+
+
+def require_matplotlib() -> None:
+    """PlotUnavailableError now, without matplotlib (the CLI asks before it solves)."""
+    _matplotlib()
 
 
 def time_axis(schedule, cycles_per_unit=None) -> tuple[float, str]:
@@ -275,6 +280,8 @@ def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title
     if missing:
         raise InputError(f"schedule of graph '{schedule.graph}' does not place op(s) {missing} of graph "
                          f"'{graph.name}': plot the schedule with the graph it was solved on")
+    if cycles_per_unit is None and getattr(graph, "cycles_per_unit", 1) != 1:  # the graph's own time unit
+        cycles_per_unit = unit_scale(schedule, graph)
     factor, label = time_axis(schedule, cycles_per_unit)
     roles = schedule.warps_used()
     n_ops = len(graph.names)

@@ -63,18 +63,22 @@ def _units(graph, machine) -> list[str]:
     return [u for u in machine.units if u in used]
 
 
-def time_unit(schedule) -> str:
-    """'cycles' for a graph scheduled as given; 'units' for normalized costs (see the module docstring)."""
-    return "units" if schedule.normalization else "cycles"
+def time_unit(schedule, graph=None) -> str:
+    """'cycles' for a graph in machine cycles scheduled as given; 'units' for normalized costs or a graph whose
+    ``cycles_per_unit`` is not 1 (see the module docstring)."""
+    return "units" if schedule.normalization or getattr(graph, "cycles_per_unit", 1) != 1 else "cycles"
 
 
-def unit_scale(schedule) -> float | None:
-    """Machine cycles per normalized unit, when the normalization mapping has one scale (else None)."""
+def unit_scale(schedule, graph=None) -> float | None:
+    """Machine cycles per time unit of ``schedule``: the graph's own unit (``graph.cycles_per_unit``, e.g. a
+    TVM loop's 16-cycle quantum) times the normalization's single scale; None when the units are machine cycles
+    or the normalization mapping has no single scale."""
+    base = getattr(graph, "cycles_per_unit", 1) or 1
     norm = schedule.normalization
     if not norm:
-        return None
+        return float(base) if base != 1 else None
     scales = {int(k) / v for k, v in norm["mapping"].items() if v}
-    return scales.pop() if len(scales) == 1 else None
+    return scales.pop() * base if len(scales) == 1 else None
 
 
 def role_name(warp: int, machine=None) -> str:
@@ -86,10 +90,10 @@ def role_name(warp: int, machine=None) -> str:
     return f"warp group {warp} (warps {warp * g}-{warp * g + g - 1})"
 
 
-def header(schedule) -> str:
+def header(schedule, graph=None) -> str:
     """Graph, machine, ii, length, stages and the optimality claim."""
     verdict = "yes (every smaller ii was proven impossible)" if schedule.optimal else "not proven"
-    unit, scale = time_unit(schedule), unit_scale(schedule)
+    unit, scale = time_unit(schedule, graph), unit_scale(schedule, graph)
     ii_text = f"ii = {schedule.ii}  (one iteration starts every {schedule.ii} {unit}"
     if scale is not None:
         ii_text += f" = {schedule.ii * scale:g} machine cycles"
@@ -109,10 +113,10 @@ def lower_bound(schedule, graph, machine) -> str:
     the load of every unit, then why each smaller ii that was tried failed."""
     lb = schedule.lower_bound
     lines = [f"lower bound: ii >= {lb.ii if lb else max(res_mii(graph, machine), rec_mii(graph))}"]
-    unit = time_unit(schedule)  # the bound is in the graph's time unit: not cycles once normalized
+    unit = time_unit(schedule, graph)  # the bound is in the graph's time unit: not cycles once normalized
     lines += [f"  {line}".replace(" cycles", f" {unit}") for line in explain_lower_bound(graph, machine)]
     load = [f"{u} {sum(op.usage(u) for op in graph.ops)}/{machine.capacity(u)}" for u in _units(graph, machine)]
-    lines.append(f"  busy {time_unit(schedule)} per iteration / capacity: {', '.join(load)}")
+    lines.append(f"  busy {time_unit(schedule, graph)} per iteration / capacity: {', '.join(load)}")
     for a in schedule.attempts:
         if a.ii < schedule.ii and a.result == "unsat":
             lines.append(f"  ii = {a.ii} impossible: {a.reason or 'no schedule'}")
@@ -129,18 +133,22 @@ def attempts(schedule) -> str:
         table(["ii", "length", "result", "seconds", "reason"], rows)
 
 
-def preparation(schedule) -> str:
-    """The normalization and streaming reports, or '' when neither ran."""
+def preparation(schedule, graph=None) -> str:
+    """The graph's time unit, the normalization and streaming reports, or '' when none applies."""
     lines = []
+    base = getattr(graph, "cycles_per_unit", 1)
+    if base != 1:
+        lines.append(f"time unit of the graph: 1 unit = {base} machine cycles (its cycles_per_unit)")
     norm = schedule.normalization
     if norm:
         mapping = {int(k): v for k, v in norm["mapping"].items()}
         pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(mapping.items()))
         lines.append(f"cost normalization ({norm.get('objective', 'relative')} objective, U = {norm['U']}, "
                      f"distortion F = {norm['distortion']}, "
-                     f"max ratio error {100 * norm['max_ratio_error']:.1f}%): machine cycles -> units")
+                     f"max ratio error {100 * norm['max_ratio_error']:.1f}%): "
+                     f"{'graph units' if base != 1 else 'machine cycles'} -> units")
         lines.append(f"  {pairs}")
-        scale = unit_scale(schedule)
+        scale = unit_scale(schedule, graph)
         if scale is not None:
             lines.append(f"  1 unit = {scale:g} machine cycles")
     stream = schedule.streaming
@@ -167,7 +175,7 @@ def normalization_warning(schedule, threshold: float = RATIO_ERROR_WARN) -> str 
 
 def ops(schedule, graph) -> str:
     """One row per op, in emitted-body order (with machine-cycle columns when the units have a scale)."""
-    scale = unit_scale(schedule)
+    scale = unit_scale(schedule, graph)
     rows = []
     for name in schedule.in_order():
         p, op = schedule.ops[name], graph.op(name)
@@ -178,7 +186,7 @@ def ops(schedule, graph) -> str:
             row[2:2] = [_num(p.time * scale)]
             row.append(_num(busy * scale))
         rows.append(row)
-    headers = ["op", "time", "stage", "slot", "order", "role", "unit", f"busy ({time_unit(schedule)})"]
+    headers = ["op", "time", "stage", "slot", "order", "role", "unit", f"busy ({time_unit(schedule, graph)})"]
     if scale is not None:
         headers[1:2] = ["time (units)", "time (cycles)"]
         headers.append("busy (cycles)")
@@ -278,12 +286,12 @@ def pipeline(schedule, graph, machine) -> str:
             rows.append([t, part(t), *st, " ".join(issues.get(t, []))])
         last = st
     copies_text = "1 copy of the schedule" if copies == 1 else \
-        f"{copies} copies of the schedule, {ii} {time_unit(schedule)} apart"
+        f"{copies} copies of the schedule, {ii} {time_unit(schedule, graph)} apart"
     intro = (f"pipeline: {copies_text}; prologue {window(0, steady[0])}, steady state "
              f"{window(*steady)} (the loop body, repeats every ii), epilogue {window(steady[1], span)}")
-    if time_unit(schedule) == "units":
+    if time_unit(schedule, graph) == "units":
         intro = intro.replace("cycles [", "units [")
-        scale = unit_scale(schedule)
+        scale = unit_scale(schedule, graph)
         intro += f" (1 unit = {scale:g} machine cycles)" if scale is not None else \
             " (normalized units, no single machine-cycle scale)"
     if span > FULL_LISTING_MAX:
@@ -293,7 +301,7 @@ def pipeline(schedule, graph, machine) -> str:
 
 def render(schedule, graph, machine) -> str:
     """The full report printed by ``tvm-twill solve``."""
-    sections = [header(schedule), lower_bound(schedule, graph, machine),
-                attempts(schedule), preparation(schedule), ops(schedule, graph), steady_state(schedule),
+    sections = [header(schedule, graph), lower_bound(schedule, graph, machine),
+                attempts(schedule), preparation(schedule, graph), ops(schedule, graph), steady_state(schedule),
                 warp_roles(schedule, graph, machine), pipeline(schedule, graph, machine)]
     return "\n\n".join(s for s in sections if s) + "\n"

@@ -2,8 +2,9 @@
 and an fp16 GEMM as dlight's ``gpu.Matmul`` rule schedules it.
 
 Used by the tests, the tutorials and the benchmarks as the loops to pipeline
-and the hand annotations to beat.  Not part of the pipelining path: this is
-the only module that imports ``tvm.testing`` (TVM's test helpers).
+and the hand annotations to beat.  Not part of the pipelining path.  Nothing
+here imports ``tvm.testing`` (it needs pytest, which a user's install does not
+have): the one schedule taken from it, ``mma_schedule``, is inlined below.
 """
 from __future__ import annotations
 
@@ -26,28 +27,18 @@ TVM_HAND_ANNOTATIONS = {
 def tensorcore_gemm(n: int = 4096, hand: str | None = None):
     """TVM's tensor-core GEMM schedule, the kernel of TVM's pipeline tests.
 
-    ``tvm.testing.tir.mma_schedule`` on an n^3 fp16 -> fp32 matmul, tensorized
-    with ldmatrix + mma.sync m16n8k16, 128x256 block tiles.  Returns
-    ``(sch, k0, k1)``: the outer loop k_0_0 (A/B global->shared copies and
-    the inner loop) and the inner loop k_0_1 (ldmatrix + mma).  ``hand``
-    (``"simple"`` or ``"nested"``) applies TVM's hand annotation of that test.
+    ``tvm.testing.tir.mma_schedule`` (inlined: ``_mma_schedule``) on an n^3
+    fp16 -> fp32 matmul, tensorized with ldmatrix + mma.sync m16n8k16,
+    128x256 block tiles.  Returns ``(sch, k0, k1)``: the outer loop k_0_0
+    (A/B global->shared copies and the inner loop) and the inner loop k_0_1
+    (ldmatrix + mma).  ``hand`` (``"simple"`` or ``"nested"``) applies TVM's
+    hand annotation of that test.
     """
     from tvm import te
     from tvm.s_tir.meta_schedule.testing import te_workload
-    from tvm.s_tir.tensor_intrin.cuda import (LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
-                                              MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN,
-                                              MMA_store_16x16_f32_global_INTRIN,
-                                              shared_16x16_to_ldmatrix_32x8_layout)
-    from tvm.testing.tir import mma_schedule
-
-    def index_map(i, j):
-        return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
 
     workload = te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
-    sch = mma_schedule(workload, 16, "float16", False, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1],
-                       index_map, index_map, index_map, LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
-                       MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN,
-                       "shared.dyn")
+    sch = _mma_schedule(workload, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1])
     loops = sch.get_loops(sch.get_sblock("C_o_update"))
     k0, k1 = loops[3], loops[4]
     if hand is not None:
@@ -57,6 +48,75 @@ def tensorcore_gemm(n: int = 4096, hand: str | None = None):
     return sch, k0, k1
 
 
+def _mma_schedule(workload, i_factors, j_factors, k_factors):
+    """``tvm.testing.tir.mma_schedule`` of TVM 0.27 (Apache-2.0) for fp16 inputs, B not transposed, k_inner 16,
+    ldmatrix from "shared.dyn": the same primitives in the same order, so the loops and blocks have the same
+    names (``tvm.testing`` itself imports pytest)."""
+    import tvm
+    from tvm.s_tir.tensor_intrin.cuda import (LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
+                                              MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN,
+                                              MMA_store_16x16_f32_global_INTRIN,
+                                              shared_16x16_to_ldmatrix_32x8_layout)
+
+    def index_map(i, j):
+        return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
+
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": workload}))
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    i, i_tc = sch.split(i, factors=[None, 16])
+    j, j_tc = sch.split(j, factors=[None, 16])
+    k, k_tc = sch.split(k, factors=[None, 16])
+    sch.reorder(i, j, k, i_tc, j_tc, k_tc)
+    block_outer, block_inner = sch.blockize(i_tc), block
+    num_ty = i_factors[2] * j_factors[2]
+    i0, i1, i2, i3, i4 = sch.split(i, factors=i_factors)
+    j0, j1, j2, j3, j4 = sch.split(j, factors=j_factors)
+    k0, k1, k2 = sch.split(k, k_factors)
+    sch.reorder(i0, j0, i1, j1, j2, i2, k0, k1, i3, j3, k2, i4, j4)
+    sch.bind(sch.fuse(i0, j0), "blockIdx.x")
+    sch.bind(sch.fuse(i1, j1), "blockIdx.y")
+    thread_idy = sch.fuse(j2, i2)
+    sch.bind(thread_idy, "threadIdx.y")
+    for idx in (0, 1):  # fetch_to_shared: 16-byte vectors, 32 threads x num_ty warps
+        block_read = sch.cache_read(block_outer, idx, "shared.dyn")
+        sch.compute_at(block_read, k0)
+        fused = sch.fuse(*sch.get_loops(block_read)[-2:])
+        _, f_1, f_2, f_3 = sch.split(fused, factors=[None, num_ty, 32, 8])
+        sch.bind(f_2, "threadIdx.x")
+        sch.bind(f_1, "threadIdx.y")
+        sch.vectorize(f_3)
+        sch.storage_align(block_read, 0, axis=-2, factor=32, offset=8)
+    a_warp = sch.cache_read(block_outer, 0, "warp")
+    b_warp = sch.cache_read(block_outer, 1, "warp")
+    sch.compute_at(a_warp, k1)
+    sch.compute_at(b_warp, k1)
+    c_warp = sch.cache_write(block_outer, 0, "warp")
+    sch.reverse_compute_at(c_warp, thread_idy)
+    ii, jj = sch.get_loops(c_warp)[-2:]
+    io, ii = sch.split(ii, factors=[None, 16])
+    jo, ji = sch.split(jj, factors=[None, 16])
+    sch.reorder(io, jo, ii, ji)
+    sch.decompose_reduction(block_outer, sch.get_loops(block_outer)[3])
+    block_init_c = sch.get_sblock("C_init")
+
+    def tile_fragment(block_read, height, width):
+        i, j = sch.get_loops(block_read)[-2:]
+        i0, i1 = sch.split(i, factors=[None, height])
+        j0, j1 = sch.split(j, factors=[None, width])
+        sch.reorder(i0, j0, i1, j1)
+        return i1
+
+    loop_a, loop_b = tile_fragment(a_warp, 16, 16), tile_fragment(b_warp, 16, 16)
+    sch.transform_layout(a_warp, ("write", 0), index_map)
+    sch.transform_layout(b_warp, ("write", 0), index_map)
+    sch.transform_layout(c_warp, ("read", 0), index_map)
+    sch.tensorize(loop_a, LDMATRIX_f16_A_DYN_INTRIN)
+    sch.tensorize(loop_b, LDMATRIX_f16_B_DYN_INTRIN)
+    sch.tensorize(sch.get_loops(block_inner)[-3], MMA_f16f16f32_INTRIN)
+    sch.tensorize(sch.get_loops(block_init_c)[-2], MMA_fill_16x16_f32_INTRIN)
+    sch.tensorize(sch.get_loops(c_warp)[-2], MMA_store_16x16_f32_global_INTRIN)
+    return sch
 
 
 def fp16_gemm(m: int | str = 256, n: int = 256, k: int = 256):

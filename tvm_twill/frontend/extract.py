@@ -288,7 +288,8 @@ def _build_graph(stmts, loop_name, m, q, streaming) -> Graph:
                 edges.append(Edge(a.name, b.name, delay=delay, distance=0))
             elif i >= j and set(a.writes) & set(b.exposed):
                 edges.append(Edge(a.name, b.name, delay=delay, distance=1))
-    graph = Graph(name=f"{loop_name}", ops=tuple(ops), edges=tuple(edges), machine=m, normalize=False)
+    graph = Graph(name=f"{loop_name}", ops=tuple(ops), edges=tuple(edges), machine=m, normalize=False,
+                  cycles_per_unit=q)
     return graph
 
 

@@ -27,13 +27,21 @@ def _check_arch(arch: str, target) -> None:
 
 
 def parse_target(target) -> tuple[str, object]:
-    """(arch, tvm Target) for a ``tvm.target.Target`` or an arch string such as ``"sm_90a"``.
+    """(arch, tvm Target) for a ``tvm.target.Target``, an arch string such as ``"sm_90a"`` or a TVM target
+    tag such as ``"nvidia/nvidia-a100"``.
 
     Raises UnsupportedTargetError for non-CUDA targets, targets without an
     arch, archs before sm_80 (no cp.async), malformed arch strings
     ("sm_80x") and archs without a machine model ("sm_999"); an arch string
     is checked before TVM builds a Target from it.
     """
+    if isinstance(target, str) and "/" in target:  # a TVM target tag: "nvidia/nvidia-a100"
+        try:
+            target = tvm.target.Target(target.strip())
+        except Exception as err:  # noqa: BLE001 - TVM raises ValueError / TVMError for an unknown tag
+            raise UnsupportedTargetError(f"unknown TVM target tag '{target}': pass a tag TVM lists "
+                                         "(tvm.target.list_tags()), e.g. 'nvidia/nvidia-a100', or an arch string "
+                                         f"like 'sm_80' ({type(err).__name__})") from None
     if isinstance(target, str):
         arch = target.strip()
         _check_arch(arch, target)

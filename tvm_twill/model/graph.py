@@ -148,6 +148,9 @@ class Graph:
     edges: tuple[Edge, ...] = ()
     machine: object = None  # a built-in machine name, a Machine, or None
     normalize: bool = True
+    #: Machine cycles per time unit of ``cycles`` and ``delay`` (1: they are machine cycles; the TVM front-end's
+    #: graphs count in units of its quantum, e.g. 16 cycles).
+    cycles_per_unit: int = 1
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
     _out: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
     _in: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
@@ -184,7 +187,7 @@ class Graph:
 
     def replace(self, **changes) -> "Graph":
         kw = dict(name=self.name, ops=self.ops, edges=self.edges, machine=self.machine,
-                  normalize=self.normalize)
+                  normalize=self.normalize, cycles_per_unit=self.cycles_per_unit)
         kw.update(changes)
         return Graph(**kw)
 
@@ -192,6 +195,9 @@ class Graph:
     def validate(self) -> None:
         """Raise GraphError (one line) on the first structural problem."""
         check_name(self.name, "graph name")
+        q = self.cycles_per_unit
+        if isinstance(q, bool) or not isinstance(q, int) or q < 1:
+            raise GraphError(f"graph '{self.name}': cycles_per_unit must be an integer >= 1, got {q!r}")
         if not self.ops:
             raise GraphError(f"graph '{self.name}' has no ops: a loop body needs at least one op")
         seen: set[str] = set()

@@ -278,7 +278,8 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     attrs = [(i, s) for i, s in enumerate(path) if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent"
              and s.node.thread_tag in _THREAD_TAGS]
     if not attrs:
-        _fail("the loop is not inside a threadIdx binding")
+        _fail("the loop is not inside a threadIdx binding (the producer warp is carved out of the block's "
+              "threads): bind threadIdx around it, or plan without warp_specialize")
     inner_i = attrs[-1][0]
     for s in path[inner_i + 1:-1]:
         if not isinstance(s, (tirx.SeqStmt, tirx.AttrStmt)):

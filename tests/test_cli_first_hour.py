@@ -1,0 +1,61 @@
+"""The small things a new user trips over: the CLI keeps --json when stdout closes, refuses --plot without
+matplotlib before solving, TVM target tags are targets, and the README's Python snippet runs from any
+directory."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import quickstart_env
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "tvm_twill.cli"]
+
+
+def test_json_is_written_before_a_closed_stdout_ends_the_run(tmp_path):
+    out, pic = tmp_path / "s.json", tmp_path / "p.png"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
+    proc = subprocess.Popen([*CLI, "example", "fa_fwd_fig1", "--json", str(out), "--plot", str(pic), "--quiet"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line (as `| head` after its lines)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=600) == 141, err
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["format"] == "tvm-twill-schedule/1" and doc["ii"] == 2
+
+
+def test_plot_without_matplotlib_is_refused_before_the_solve(tmp_path):
+    out = tmp_path / "s.json"
+    env = quickstart_env.env(tmp_path / "site", blocked=("matplotlib",))
+    r = subprocess.run([*CLI, "example", "fa_fwd_fig1", "--json", str(out), "--plot", str(tmp_path / "p.png")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and r.stdout == "" and not out.exists()
+    assert r.stderr == ("tvm-twill: error: plotting needs matplotlib, which is not installed: pip install "
+                        "'tvm-twill[plot]' (or pip install matplotlib)\n")
+
+
+def test_a_tvm_target_tag_is_a_target():
+    pytest.importorskip("tvm")
+    import tvm
+    from tir_loops import short_loop
+
+    import tvm_twill
+    from tvm_twill.errors import UnsupportedTargetError
+    plan = tvm_twill.auto_pipeline(tvm.s_tir.Schedule(short_loop), "i", "nvidia/nvidia-a100", apply=False)
+    assert plan.arch == "sm_80" and plan.machine.name.startswith("a100")
+    with pytest.raises(UnsupportedTargetError, match=r"^unknown TVM target tag 'nvidia/no-such-gpu': pass a tag"):
+        tvm_twill.auto_pipeline(tvm.s_tir.Schedule(short_loop), "i", "nvidia/no-such-gpu")
+
+
+def test_the_readme_python_snippet_runs_outside_the_repository(tmp_path, monkeypatch):
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "load_graph(" in b)
+    solver_part = block[:block.index("# On a TVM s_tir schedule")]
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(compile(solver_part, "README.md", "exec"), ns)
+    assert ns["schedule"].ii == 2 and ns["schedule"].optimal

@@ -1,0 +1,157 @@
+"""Every cp.async-capable copy in the async stage, or the reason it stays synchronous.
+
+TVM makes at most one pipeline stage asynchronous per plan here
+(``transforms.select_async_stages``: a consumer may wait on one async stage
+only, and cp.async has one hardware queue).  When the optimal schedule puts
+the loop's copies in different stages (copy A in stage 1, copy B in stage 0),
+only one of them would become cp.async while the plan's timing assumes every
+copy overlaps.  ``all_copies_async`` moves the copies into one stage when the
+model says that costs nothing: the annotation stays legal, still reaches the
+schedule's ii (``annotation_ii``, every rule of the model), keeps its async
+copies contiguous and its buffer versions inside the block's shared memory.
+``sync_copy_reasons`` says, for each capable copy still outside an async
+stage, why.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .errors import InfeasibleError
+from .model import Placement, check
+from .model.pipeline import PipelineAnnotation
+from .stages import shared_memory
+from .transforms import (annotation_ii, async_stages_contiguous, legality_violations, refine,
+                         select_async_stages, statement_deps)
+
+__all__ = ["all_copies_async", "sync_copy_reasons"]
+
+
+def _capable(ex) -> list[int]:
+    return [s.index for s in ex.stmts if s.async_capable]
+
+
+def _n_async(ann: PipelineAnnotation, cap) -> int:
+    return sum(ann.stages[i] in ann.async_stages for i in cap)
+
+
+def _reaches(g, ms, ann, ii) -> bool:
+    try:
+        annotation_ii(g, ms, ann, max_ii=ii)
+        return True
+    except InfeasibleError:
+        return False
+
+
+def _grouped_in_order(ann: PipelineAnnotation) -> PipelineAnnotation:
+    """``ann`` with the async statements next to each other where the first of them was, keeping their order
+    (``refine`` groups them in program order, which can cost ii when a long copy must issue first)."""
+    seq = sorted(range(len(ann.orders)), key=lambda i: ann.orders[i])
+    grouped = [i for i in seq if ann.stages[i] in ann.async_stages]
+    if not grouped:
+        return ann
+    rest = [i for i in seq if i not in grouped]
+    at = seq.index(grouped[0])
+    new = rest[:at] + grouped + rest[at:]
+    orders = [0] * len(new)
+    for pos, i in enumerate(new):
+        orders[i] = pos
+    return replace(ann, orders=tuple(orders))
+
+
+def _candidate(ex, sched, ann, ms, m, solved, t):
+    """(annotation, times) with every capable copy in stage ``t``, or a string saying why not."""
+    cap = _capable(ex)
+    stages = list(ann.stages)
+    for i in cap:
+        stages[i] = t
+    asyncable = [s.async_capable for s in ex.stmts]
+    cand = PipelineAnnotation(tuple(stages), ann.orders, select_async_stages(stages, ex.graph, asyncable))
+    bad = legality_violations(cand, ex.graph)
+    if bad:
+        return f"it would break a dependence ({bad[0]})"
+    g = solved or ex.graph
+    if not _reaches(g, ms, cand, sched.ii):
+        return (f"the model reaches no II up to {sched.ii * ex.quantum} cycles that way (latencies, units, registers, "
+                "shared memory)")
+    cand = refine(cand, ex.graph, ms, sched.ii, solved=solved)
+    if not async_stages_contiguous(cand):
+        cand = _grouped_in_order(cand)
+        if legality_violations(cand, ex.graph) or not _reaches(g, ms, cand, sched.ii):
+            return "its copies could not be grouped next to each other at this II (TVM commits them as one group)"
+    need = sum(b for _, b in shared_memory(ex, cand).values())
+    if need > m.smem_bytes:
+        return f"TVM's buffer versions would need {need} B of the {m.smem_bytes} B a block has"
+    if _n_async(cand, cap) <= _n_async(ann, cap):
+        return "no more of its copies would be asynchronous"
+    ii, times, _ = annotation_ii(g, ms, cand, max_ii=sched.ii)
+    return cand, times, ii
+
+
+def all_copies_async(ex, sched, ann, ms, m, solved, depth: str):
+    """(schedule, annotation, depth, {copy: why it cannot join the async stage}) with the capable copies in one
+    async stage where the model allows it at the same II; the input unchanged (with the reasons) otherwise.
+    ``ms``: the single-role machine the schedule was solved on; ``m``: the target's (shared memory)."""
+    cap = _capable(ex)
+    missing = [i for i in cap if ann.stages[i] not in ann.async_stages]
+    if not missing or ann.num_stages == 1:
+        return sched, ann, depth, {}
+    why_not, best = {}, None
+    for t in sorted({ann.stages[i] for i in cap}):
+        found = _candidate(ex, sched, ann, ms, m, solved, t)
+        if isinstance(found, str):
+            why_not[t] = found
+            continue
+        key = (-_n_async(found[0], cap), sum(b for _, b in shared_memory(ex, found[0]).values()), t)
+        if best is None or key < best[0]:
+            best = (key, found)
+    if best is None:
+        return sched, ann, depth, why_not
+    cand, times, ii = best[1]
+    g = solved or ex.graph
+    ops = {op.name: Placement(time=times[op.name], stage=cand.stages[i], order=cand.orders[i], warp=0)
+           for i, op in enumerate(g.ops)}
+    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()))
+    if check(s2, g, ms):  # pragma: no cover - annotation_ii's times satisfy the model's rules
+        return sched, ann, depth, why_not
+    moved = [ex.names[i] for i in cap if cand.stages[i] != ann.stages[i]]
+    note = (f"{depth}; {', '.join(moved)} moved to stage {cand.stages[cap[0]]} beside the other copies, so that "
+            f"every cp.async-capable copy runs asynchronously (same II under the model)")
+    return s2, cand, note, why_not
+
+
+def _own_reason(i, ann, deps, ordered) -> str | None:
+    """Why copy ``i`` cannot be asynchronous whatever stage it is in (None: it could be)."""
+    if i in ordered:
+        return ("a later statement overwrites its source or target, or a later iteration reads its result: "
+                "asynchronous, it would race with them")
+    if not any(a == i and b != i and dist == 0 and ann.stages[b] >= ann.stages[i] for a, b, dist in deps):
+        return "no statement of the same iteration reads it at its stage or later, so TVM would not wait for it"
+    return None
+
+
+def sync_copy_reasons(ex, ann: PipelineAnnotation, why_not: dict | None = None) -> tuple[tuple[str, str], ...]:
+    """``(copy, reason)`` for each cp.async-capable statement outside every async stage of ``ann``.
+    ``why_not``: stage -> why the copies could not all move there (``all_copies_async``)."""
+    why_not = why_not or {}
+    deps = statement_deps(ex.graph, data_only=True)
+    ordered = {ex.graph.index(e.src) for e in ex.graph.edges if e.kind == "order" or e.distance > 0}
+    own = {i: _own_reason(i, ann, deps, ordered) for i in _capable(ex)}
+    out = []
+    for i in _capable(ex):
+        s = ann.stages[i]
+        if s in ann.async_stages:
+            continue
+        mates = [j for j, sj in enumerate(ann.stages) if sj == s and j != i and own.get(j, "not a copy")]
+        if ann.num_stages == 1:
+            why = "the plan has one stage: nothing overlaps the copy, so it stays a plain copy"
+        elif own[i]:
+            why = own[i]
+        elif mates:
+            why = (f"stage {s} also runs {', '.join(ex.names[j] for j in mates)}, which cannot be asynchronous "
+                   "(TVM makes every statement of an async stage asynchronous)")
+        else:
+            moves = "; ".join(f"to stage {t}: {w}" for t, w in sorted(why_not.items())) or "not tried"
+            why = (f"TVM lets a statement wait on one async stage only ({list(ann.async_stages) or 'none'} here) and "
+                   f"the copies could not share one: {moves}")
+        out.append((ex.names[i], why))
+    return tuple(out)
