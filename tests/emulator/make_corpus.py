@@ -205,7 +205,7 @@ def nvcc_ptx(name: str, src: str, arch: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / f"{name}.cu").write_text(src)
         r = subprocess.run(["nvcc", "-ptx", "-lineinfo", f"-arch={arch}", "-o", f"{name}.ptx", f"{name}.cu"],
-                           cwd=tmp, capture_output=True, text=True)
+                           cwd=tmp, capture_output=True, text=True, check=False)
         if r.returncode:
             raise RuntimeError(f"nvcc -ptx failed on {name} ({arch}):\n{r.stderr[-2000:]}")
         return (Path(tmp) / f"{name}.ptx").read_text().replace(f'"{Path(tmp).resolve()}/', '"')
@@ -213,7 +213,7 @@ def nvcc_ptx(name: str, src: str, arch: str) -> str:
 
 # --- the opcode inventory ---------------------------------------------------------------------------------
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _LABEL = re.compile(r"^[$\w]+:\s*")
 _GUARD = re.compile(r"^@!?%?[$\w]+\s+")
 _OPCODE = re.compile(r"^[a-z][\w.:]*")
