@@ -77,6 +77,20 @@ def _scale(a: T.handle, b: T.handle, n: T.int32, alpha: T.float32):
                 B[bx * 128 + tx] = A[bx * 128 + tx] * alpha
 
 
+@T.prim_func
+def _two_kernels(a: T.handle, b: T.handle, c: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    C = T.match_buffer(c, (64, 64), "float32")
+    for bx in T.thread_binding((n + 255) // 256, thread="blockIdx.x"):
+        for tx in T.thread_binding(256, thread="threadIdx.x"):
+            if bx * 256 + tx < n:
+                B[bx * 256 + tx] = A[bx * 256 + tx] + T.float32(1)
+    for by in T.thread_binding(64, thread="blockIdx.y"):
+        for ty in T.thread_binding(64, thread="threadIdx.y"):
+            C[by, ty] = B[by * 64 + ty]
+
+
 @pytest.fixture(scope="module")
 def corpus():
     return _corpus()
@@ -115,6 +129,16 @@ def test_symbolic_shape_kernel_with_int_and_float_arguments():
     assert ("scalar", "s32", 300) in lc.params and ("scalar", "f32", 2.0) in lc.params
     (lc,) = L.launches(f, [np.zeros(1000, "float32"), np.zeros(1000, "float32"), 1000, 1.0])[1]
     assert lc.grid == (8, 1, 1)  # recomputed from the arguments
+
+
+def test_kernels_are_listed_in_host_call_order():
+    mod = tvm.IRModule({"main": _two_kernels})
+    f = _compile(mod, "sm_80")
+    args = [np.zeros(5000, "float32"), np.zeros(5000, "float32"), np.zeros((64, 64), "float32"), 5000]
+    first, second = _check(f, mod, "sm_80", "default", args, {"n": 5000})
+    assert (first.grid, first.block) == ((20, 1, 1), (256, 1, 1))
+    assert (second.grid, second.block) == ((1, 64, 1), (1, 64, 1))
+    assert ("buffer", 1, 0) in first.params and ("buffer", 1, 0) in second.params
 
 
 def test_swp_gemm_with_dynamic_shared_memory(corpus):
