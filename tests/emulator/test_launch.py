@@ -180,13 +180,24 @@ def test_tma_kernel_records_the_tensor_map_encodes(corpus):
     assert ".entry main_kernel(" in L.launches(f, args)[0]  # without target=: sm_90a, from the source's wgmma
 
 
+def test_target_arch_without_target_is_the_lowest_the_source_needs(corpus):
+    archs = {}
+    for name, build in corpus.KERNELS.items():
+        if name.startswith(("swp", "ws", "wgmma")):
+            archs[name] = L.target_arch((HERE / "corpus" / f"{name}.cu").read_text())
+    assert {n for n, a in archs.items() if a == "sm_90a"} == {n for n in archs if "sm90a" in n or "sm100a" in n}
+    assert L.target_arch("", {"kind": "cuda", "arch": "sm_86"}) == "sm_86"
+    with pytest.raises(InputError, match="a CUDA target with an arch"):
+        L.target_arch("", "llvm")
+
+
 def test_bad_arguments_are_refused_in_one_line():
     mod = tvm.IRModule({"main": _scale})
     f = _compile(mod, "sm_80")
     a = np.zeros(300, "float32")
     with pytest.raises(InputError, match=r"the host code refused the arguments: .*n"):
         L.launches(f, [a, np.zeros(200, "float32"), 300, 1.0])
-    with pytest.raises(InputError, match="argument 2 is a str: pass numpy arrays and ints"):
+    with pytest.raises(InputError, match=r"argument 2 is a str: pass numpy arrays, ints \(symbolic shapes\)"):
         L.launches(f, [a, a, "300", 1.0])
     with pytest.raises(InputError, match="mod= is not needed"):
         L.launches(f, [a, a, 300, 1.0], mod=mod)

@@ -107,6 +107,15 @@ def _cuda_module(f):
     return found[0]
 
 
+def _host_module(f):
+    """The host (LLVM) module of ``f``: what ``tvm.compile`` returned, or its ``.mod``."""
+    host = getattr(f, "mod", f)
+    if getattr(host, "kind", None) != "llvm":
+        raise InputError(f"expected what tvm.compile returns for a CUDA target (an LLVM host module), got a "
+                         f"{getattr(host, 'kind', type(host).__name__)} module: compile with target=cuda, host llvm")
+    return host
+
+
 def cuda_source_of(f) -> str:
     """The CUDA C++ source TVM generated for ``f`` (what ``tvm.compile`` returned for a CUDA target)."""
     return _cuda_module(f).inspect_source()
@@ -224,7 +233,7 @@ def _kernel_infos(f) -> dict[str, _KernelInfo]:
     """Kernel name -> function info, read from TVM's serialization of ``f``'s CUDA module."""
     import tvm_ffi
 
-    host = f.mod
+    host = _host_module(f)
     source = cuda_source_of(f)
     try:
         packed = bytes(tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(host).numpy().tobytes())
@@ -459,7 +468,7 @@ def launches(f, args, *, mod=None, target=None, source=None) -> tuple[str, list[
     infos = _kernel_infos(f)
     src = cuda_source_of(f) if source is None else source
     ptx = compile_ptx(src, target_arch(src, target))
-    ir, renames = _private_lookups(f.mod.inspect_source("ll"))
+    ir, renames = _private_lookups(_host_module(f).inspect_source("ll"))
     unknown = sorted(set(renames.values()) - set(infos) - {_ENCODE, _SET_DEVICE})
     if unknown:
         raise InputError(f"the host code calls {unknown[0]}, which the emulator does not provide")
