@@ -19,8 +19,8 @@ How the launches are found (from ``f`` alone; no IRModule needed):
   what the CUDA runtime would launch with, in host-call order; the host's own checks (shapes, dtypes)
   run as they would on a GPU.  A host call to any other packed function is refused before the run.
 
-The IRModule is not needed: ``launches(..., mod=...)`` is refused with one line; the CUDA source does not record its arch,
-so ``target=`` names it (``target_arch``: without it, sm_90a if the source uses Hopper features, else
+The IRModule is not needed: ``launches(..., mod=...)`` is refused with one line.  The CUDA source does
+not record its arch, so ``target=`` names it (``target_arch``: without it, sm_90a if the source uses Hopper features, else
 sm_80).
 
 ``Launch.params`` lists the kernel's parameters in PTX order: ``("buffer", arg_index, byte_offset)`` for a
@@ -449,7 +449,8 @@ def _host_args(args) -> tuple[list, dict]:
             arrays[i] = a
             call.append(tvm_ffi.from_dlpack(_FakeCudaTensor(i, a)))
         elif isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer, float, np.floating)):
-            raise InputError(f"argument {i} is a {type(a).__name__}: pass numpy arrays, ints (symbolic shapes) and floats")
+            raise InputError(f"argument {i} is a {type(a).__name__}: pass numpy arrays, ints (symbolic shapes) "
+                             f"and floats")
         else:
             call.append(a.item() if hasattr(a, "item") else a)
     return call, arrays
