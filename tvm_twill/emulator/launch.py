@@ -20,8 +20,8 @@ How the launches are found (from ``f`` alone; no IRModule needed):
   run as they would on a GPU.  A host call to any other packed function is refused before the run.
 
 The IRModule is not needed: ``launches(..., mod=...)`` is refused with one line.  The CUDA source does
-not record its arch, so ``target=`` names it (``target_arch``: without it, sm_90a if the source uses Hopper features, else
-sm_80).
+not record its arch, so ``target=`` names it (``target_arch``: without it, sm_90a if the source uses
+Hopper features, else sm_80).
 
 ``Launch.params`` lists the kernel's parameters in PTX order: ``("buffer", arg_index, byte_offset)`` for a
 pointer into argument ``arg_index``, ``("scalar", ptx_type, value)`` (``ptx_type`` like ``"s32"``,
