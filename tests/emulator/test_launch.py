@@ -191,6 +191,31 @@ def test_target_arch_without_target_is_the_lowest_the_source_needs(corpus):
         L.target_arch("", "llvm")
 
 
+@pytest.mark.parametrize("swizzle", [True, False])
+def test_recorded_tensor_maps_are_the_ones_the_transform_emitted(swizzle):
+    """The encodes the host code performs, as recorded, equal the tensor maps tvm_twill's TMA transform says
+    it emitted (the 128-byte swizzled 2-D boxes, and the unswizzled 3-D boxes of 16-byte rows)."""
+    import tvm_twill
+    from tvm_twill.model.pipeline import WS_SWIZZLE
+    from tvm_twill.workloads import wgmma_gemm
+
+    sch, k0, _ = wgmma_gemm(256)
+    if not swizzle:
+        sch.annotate(k0, WS_SWIZZLE, 0)
+    plan = tvm_twill.auto_pipeline(sch, k0, "sm_90a", warp_specialize=True)
+    f = _compile(sch.mod, "sm_90a", plan.tir_pipeline)
+    args = [np.zeros((256, 256), "float16"), np.zeros((256, 256), "float16"), np.zeros((256, 256), "float32")]
+    (lc,) = L.launches(f, args, target={"kind": "cuda", "arch": "sm_90a"})[1]
+    got = [p[1] for p in lc.params if p[0] == "tensormap"]
+    want = plan.warp_specialization.facts.tensor_maps
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        assert g.buffer == ("AB".index(w.buffer), 0)
+        assert (g.dtype, g.dims, g.strides, g.box, g.swizzle) == (w.dtype, w.global_dims, w.global_strides, w.box,
+                                                                  w.swizzle)
+        assert g.element_strides == (1,) * g.rank and (g.interleave, g.oob_fill) == (0, 0)
+
+
 def test_bad_arguments_are_refused_in_one_line():
     mod = tvm.IRModule({"main": _scale})
     f = _compile(mod, "sm_80")
