@@ -224,6 +224,8 @@ def test_bad_arguments_are_refused_in_one_line():
         L.launches(f, [a, np.zeros(200, "float32"), 300, 1.0])
     with pytest.raises(InputError, match=r"argument 2 is a str: pass numpy arrays, ints \(symbolic shapes\)"):
         L.launches(f, [a, a, "300", 1.0])
+    with pytest.raises(InputError, match="argument 1 is not a C-contiguous array"):
+        L.launches(f, [a, np.zeros(600, "float32")[::2], 300, 1.0])
     with pytest.raises(InputError, match="mod= is not needed"):
         L.launches(f, [a, a, 300, 1.0], mod=mod)
     from tvm import te

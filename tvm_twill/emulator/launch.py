@@ -446,6 +446,9 @@ def _host_args(args) -> tuple[list, dict]:
     call, arrays = [], {}
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
+            if not a.flags.c_contiguous:
+                raise InputError(f"argument {i} is not a C-contiguous array (TVM's kernels index compact "
+                                 f"buffers): pass np.ascontiguousarray(...) and copy results back")
             arrays[i] = a
             call.append(tvm_ffi.from_dlpack(_FakeCudaTensor(i, a)))
         elif isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer, float, np.floating)):
