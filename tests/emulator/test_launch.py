@@ -241,6 +241,7 @@ def test_compile_ptx_caches_by_content(tmp_path, monkeypatch):
     src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n'
     ptx = L.compile_ptx(src, "sm_80")
     assert ".entry k(" in ptx and ".target sm_80" in ptx
+    assert re.search(r'\.file\s+1 "kernel\.cu"', ptx)  # no temporary folder in the PTX
     (cached,) = (tmp_path / "ptx").iterdir()
     cached.write_text(ptx + "// from the cache\n")
     assert L.compile_ptx(src, "sm_80").endswith("// from the cache\n")

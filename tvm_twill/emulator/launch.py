@@ -158,7 +158,7 @@ def compile_ptx(cuda_source: str, arch: str) -> str:
         if r.returncode:
             first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
             raise ToolchainError(f"nvcc -ptx -arch={arch} failed: {first.strip()}")
-        ptx = out.read_text()
+        ptx = out.read_text().replace(f'"{Path(tmp).resolve()}/', '"')  # .file names kernel.cu, not the folder
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
     tmp_path.write_text(ptx)
