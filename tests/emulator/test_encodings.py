@@ -148,6 +148,8 @@ def test_ldmatrix_is_cutes_ldsm_copy_traits(cute, num, trans):
 def test_ldmatrix_count_is_checked():
     with pytest.raises(InputError, match=r"ldmatrix \.x3: the count is 1, 2 or 4"):
         E.ldmatrix_source(3, False, 0, 0, 0)
+    with pytest.raises(InputError, match=r"ldmatrix \.x2 has registers 0\.\.1, not 2"):
+        E.ldmatrix_source(2, True, 0, 2, 0)
 
 
 # --- swizzles -----------------------------------------------------------------------------------------------
