@@ -113,7 +113,9 @@ def test_only_frontend_ir_and_workloads_import_tvm():
         rel = path.relative_to(PKG).as_posix()
         _, outside = _imports(path)
         if outside & {"tvm", "tvm_ffi"}:
-            assert rel in ("frontend/ir.py", "workloads.py"), f"{rel} imports TVM directly: go through frontend/ir.py"
+            # emulator/launch.py runs a compiled module's host code; the emulator shares nothing with frontend/
+            assert rel in ("frontend/ir.py", "workloads.py", "emulator/launch.py"), \
+                f"{rel} imports TVM directly: go through frontend/ir.py"
 
 
 def test_no_module_over_the_size_limit():
