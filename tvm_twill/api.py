@@ -43,7 +43,7 @@ from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
-from .stages import FIT_NOTE, fit_shared, shared_memory
+from .stages import FIT_NOTE, fit_shared, shared_memory, shared_summary
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -350,7 +350,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         if FIT_NOTE in depth:
             return replace(plan, outcome=(
-                f"not applied: only one stage of '{ex.loop}' fits the {m.smem_bytes} B of shared memory a block has "
+                f"not applied: only one stage of '{ex.loop}' fits the block's shared memory ({shared_summary(ex, ann, m)}) "
                 "(TVM's buffer versions of any pipelined plan need more), and one stage in program order is what "
                 "the loop already does"))
         return replace(plan, outcome=(
@@ -468,7 +468,7 @@ def _explain(plan: PipelinePlan) -> str:
     if smem:
         L.append("shared memory (TVM allocates stage distance + 1 versions): "
                  + ", ".join(f"{n} x{v} = {b} B" for n, (v, b) in smem.items())
-                 + f"; total {plan.smem_bytes} B of {m.smem_bytes} B")
+                 + f"; total {plan.smem_bytes} B: {shared_summary(ex, ann, m)}")
     if ann.async_stages:
         waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
                           for w in plan.waits)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .errors import InputError, TwillError, UnsupportedLoopError
+from .frontend.costs import CP_ASYNC_BYTES
 from .frontend.ir import thread_extents
 from .model import Schedule
 from .model.groups import group_order, split_consumers
@@ -224,6 +225,24 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
                                        f"{', '.join(map(str, order))}: ii {ii} cycles vs {one_ii * q} with one group")
 
 
+def _no_producer_copy(ex) -> str:
+    """Why no statement of ``ex`` can go to a producer warp: none copies global->shared, or the copies move
+    vectors cp.async cannot (it moves 4, 8 or 16 bytes per thread), or are not plain copies."""
+    found = [s for s in ex.stmts if s.kind == "copy"]
+    if not found:
+        return "has no global->shared copy for a producer warp"
+    parts = []
+    for s in found:
+        sizes = s.details.get("vector_bytes", ())
+        if sizes and any(v not in CP_ASYNC_BYTES for v in sizes):
+            parts.append(f"'{s.name}' moves {'/'.join(map(str, sizes))}-byte vectors per thread")
+        else:
+            parts.append(f"'{s.name}' is not a plain element-for-element copy")
+    return (f"has global->shared copies, but none a producer warp's cp.async can run ({'; '.join(parts)}; "
+            f"cp.async moves {', '.join(map(str, CP_ASYNC_BYTES))} bytes per thread): vectorize the copies to "
+            "one of those sizes")
+
+
 def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice, solve,
                              time_limit: float) -> WarpSpecialization:
     """Decide and (when chosen and ``apply``) write the warp specialization of ``ref`` (see module doc)."""
@@ -233,11 +252,10 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     ii_swp = swp_plan.schedule.ii * q
     copies = [s for s in ex.stmts if s.async_capable]
     if not copies:
+        why = _no_producer_copy(ex)
         if choice is True:
-            raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}' has no global->shared copy for "
-                                       "a producer warp")
-        return WarpSpecialization(False, "not specialized: the loop has no global->shared copy for a producer "
-                                  "warp", ii_swp, None)
+            raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}' {why}")
+        return WarpSpecialization(False, f"not specialized: the loop {why}", ii_swp, None)
     ann = swp_plan.annotation
     versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts])
     depth = max(2, max(versions.get(b, 1) for s in copies for b in s.writes))
@@ -288,8 +306,9 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
         peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
         registers = None
-        if arch.endswith("a") and arch >= "sm_90":
-            registers = register_budgets(_consumer_threads(sch.mod[ref.func]))
+        threads = _consumer_threads(sch.mod[ref.func])
+        if arch.endswith("a") and arch >= "sm_90" and threads % 128 == 0:  # setmaxnreg acts on whole warp groups
+            registers = register_budgets(threads)
             for role, need, have in zip(("producer", "consumer"), peak, registers):
                 if need > have:
                     raise UnsupportedLoopError(
