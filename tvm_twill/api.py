@@ -34,8 +34,8 @@ import warnings
 from dataclasses import dataclass, replace
 
 from .errors import InputError, TwillError, UnsupportedLoopError
-from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
-                       resolve_loop, scratch_schedule)
+from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
+                       read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict,
                     rec_mii, res_mii, resource_bottleneck)
 from .model.pipeline import PipelineAnnotation
@@ -274,29 +274,27 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
     if not loops:
         raise InputError("auto_pipeline got an empty list of loops: pass a loop or [outer, inner]")
     refs = [resolve_loop(sch, lp) for lp in loops]
-    names = [r.name for r in refs]
-    if len(set(names)) != len(names):
-        raise InputError(f"auto_pipeline got loop(s) twice: {names}")
-    # with apply=False the inner loops are annotated on a scratch schedule over the same IR
+    if any(r.node.same_as(o.node) for i, r in enumerate(refs) for o in refs[:i]):
+        raise InputError(f"auto_pipeline got loop(s) twice: {[r.name for r in refs]}")
+    # with apply=False the inner loops are annotated on a scratch schedule over the same IR; loops are
+    # handled by reference (LoopRVs of ``work``), so loops that share a name stay apart
     work = sch if opts.apply else scratch_schedule(sch)
-    depth = {r.name: len(r.ancestors) for r in refs}
-    outermost = min(names, key=lambda n: depth[n])
-    # the LoopRVs stay valid on ``sch`` itself (annotating keeps the loops); a scratch schedule takes names
-    handle = {r.name: r.rv if work is sch else r.name for r in refs}
+    handle = [r.rv if work is sch else loop_rv(work, r.node) for r in refs]
+    order = sorted(range(len(refs)), key=lambda i: -len(refs[i].ancestors))  # innermost first, stable
     # annotations already on the nest (dlight's, MetaSchedule's) are re-planned together: dropped first,
     # since an inner loop is planned before its outer one; put back if the nest cannot be planned
-    saved = [(n, read_annotation(resolve_loop(work, handle[n]).node)) for n in names]
-    for n, ann in saved:
+    saved = [read_annotation(r.node) for r in refs]
+    for rv, ann in zip(handle, saved):
         if ann is not None:
-            remove_annotation(work, resolve_loop(work, handle[n]).rv)
+            remove_annotation(work, rv)
     plans = []
     try:
-        for name in sorted(names, key=lambda n: -depth[n]):  # innermost first
-            plans.append(_auto_one(work, handle[name], target, opts if name == outermost else
+        for i in order:
+            plans.append(_auto_one(work, handle[i], target, opts if i == order[-1] else
                                    opts.replace(apply=True, warp_specialize=False)))
     except TwillError:
-        for n, ann in saved:
-            restore_annotation(work, resolve_loop(work, handle[n]).rv, ann)
+        for rv, ann in zip(handle, saved):
+            restore_annotation(work, rv, ann)
         raise
     return replace(plans[-1], inner=tuple(plans[:-1]))
 

@@ -74,6 +74,15 @@ def shared_overflow(ex: Extraction, ann: PipelineAnnotation, m) -> int:
     return max(used[STATIC] - cap[STATIC], used[STATIC] + used[DYNAMIC] - cap[DYNAMIC])
 
 
+def _over(ex: Extraction, ann: PipelineAnnotation, m) -> str:
+    """Which limit ``ann``'s buffers exceed, in words."""
+    used, cap = shared_by_scope(ex, ann), shared_limits(m)
+    if used[STATIC] > cap[STATIC]:
+        return (f"more than the {cap[STATIC]} B of static shared memory (__shared__ arrays, scope 'shared', "
+                f"{used[STATIC]} B here) a kernel may declare")
+    return f"more than the {cap[DYNAMIC]} B a block has"
+
+
 def shared_summary(ex: Extraction, ann: PipelineAnnotation, m) -> str:
     """One phrase per kind of shared memory the loop uses, with its limit (``explain`` and ``fit_shared``)."""
     used, cap = shared_by_scope(ex, ann), shared_limits(m)
@@ -160,7 +169,7 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
     first, stages, over = need(found[1]), found[1].num_stages, shared_overflow(ex, found[1], m)
     if over <= 0 or stages == 1:
         return found
-    tries, budget, before = [], ms.smem_bytes, shared_summary(ex, found[1], m)
+    tries, budget = [], ms.smem_bytes
     step = min((n // v for v, n in shared_memory(ex, found[1]).values() if v), default=16)  # one buffer version
     for _ in range(FIT_ROUNDS):   # the solver's memory rule, tightened by what TVM's versions overflowed
         budget -= max(over, step)
@@ -185,13 +194,13 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
     fits = [t for t in tries if t[3] <= 0]
     if not fits:  # not even one version of each buffer fits: the loop as written does not either
         raise UnsupportedLoopError(
-            f"loop '{ex.loop}': its shared buffers do not fit even unpipelined (one version each; the "
-            f"{stages}-stage plan needs {first} B: {before}): use smaller tiles"
+            f"loop '{ex.loop}': its buffers exceed the shared memory limits even unpipelined (one version "
+            f"each; the {stages}-stage plan needs {first} B, {_over(ex, found[1], m)}): use smaller tiles"
             + (" or the dynamic pool (cache_read/cache_write scope 'shared.dyn')"
                if shared_by_scope(ex, found[1])[STATIC] else ""))
     ii, used, (s3, a3, sv3, d3), _ = min(fits, key=lambda t: (t[0], t[1]))
-    return s3, a3, sv3, (f"{d3}{FIT_NOTE}buffer versions of the {stages}-stage plan need {first} B ({before}), "
-                         f"more than a limit allows; the best plan that fits has {a3.num_stages} "
+    return s3, a3, sv3, (f"{d3}{FIT_NOTE}buffer versions of the {stages}-stage plan need {first} B, "
+                         f"{_over(ex, found[1], m)}; the best plan that fits has {a3.num_stages} "
                          f"stage(s) ({used} B, II {ii * ex.quantum} cycles)")
 
 
