@@ -43,6 +43,8 @@ from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
+from .transforms.wgmma_overlap import has_wgmma
+from .transforms.ws_lowering import register_pipeline
 from .stages import FIT_NOTE, fit_shared, shared_memory, shared_summary
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -134,13 +136,18 @@ class PipelinePlan:
     warnings: tuple[str, ...] = ()
     #: The warp-specialization decision (None when warp_specialize=False).
     warp_specialization: WarpSpecialization | None = None
+    #: The loop's function issues wgmma: it compiles with tvm_twill's pipeline (per-thread accumulators,
+    #: the proxy fences before wgmma reads shared memory that generic stores or cp.async wrote).
+    wgmma: bool = False
 
     @property
     def tir_pipeline(self) -> str | None:
         """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
-        when the loop was warp-specialized, else None (TVM's default)."""
+        when the loop was warp-specialized or its function issues wgmma, else None (TVM's default)."""
         ws = self.warp_specialization
-        return ws.tir_pipeline if ws is not None and self.applied else None
+        if ws is not None and self.applied and ws.tir_pipeline:
+            return ws.tir_pipeline
+        return register_pipeline() if self.wgmma else None
 
     @property
     def graph(self) -> Graph:
@@ -334,7 +341,7 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
-                        warnings=(caveat,) if caveat else ())
+                        warnings=(caveat,) if caveat else (), wgmma=has_wgmma([sch.mod[ref.func].body]))
     if opts.warp_specialize is not False:
         ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
         plan = replace(plan, warp_specialization=ws)

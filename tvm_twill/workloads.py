@@ -319,7 +319,7 @@ def wgmma_intrinsics(bn: int = 128) -> dict:
     return names
 
 
-def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True):
+def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True, vector: int = 8):
     """An fp16 "TN" GEMM ``C[i, j] = sum_k A[i, k] * B[j, k]`` (fp32 accumulation, A and B K-major) for
     one Hopper warp group per block on wgmma (sm_90a).  Returns ``(sch, k0, k1)``.
 
@@ -330,6 +330,7 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True):
     (128, bn / 2) fragment per block, zeroed before k0 and stored after it.  ``tensorize=False`` leaves
     the three blocks as plain TIR with the same loops and layouts (the reference the tensorize check
     compares against, and runnable on a CPU with ``thread_bindings=False`` applied by the caller).
+    ``vector``: fp16 elements per copy vector (8: 16 bytes, what TMA needs; 4: 8-byte ``cp.async`` copies).
     """
     from tvm import s_tir, te
 
@@ -356,7 +357,7 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True):
     for idx in (0, 1):
         tile = sch.cache_read(blk, idx, "shared.dyn")
         sch.compute_at(tile, k0)
-        _, tx, vec = sch.split(sch.fuse(*sch.get_loops(tile)[-2:]), [None, 128, 8])
+        _, tx, vec = sch.split(sch.fuse(*sch.get_loops(tile)[-2:]), [None, 128, vector])
         sch.bind(tx, "threadIdx.x")
         sch.vectorize(vec)
     def core_matrices(rows):  # (row, k) -> (row tile, k tile, k // 8, row // 8, row % 8, k % 8)

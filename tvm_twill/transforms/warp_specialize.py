@@ -59,6 +59,7 @@ from ..model.wgmma_layout import ATOM_BYTES
 from . import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
 from .consumer_order import Ordering, read_order
+from .proxy_fence import consumer_fence
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
 from .ws_facts import WsKernelFacts, barrier_slots
 
@@ -501,6 +502,8 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         return tirx.SeqStmt([tirx.Evaluate(T.cuda.warp_sync()), tirx.IfThenElse(
             lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]))), None)])
     head = [_wait(full.ptr_to([slot_c]), phase_c, sm90, done)]
+    if not bulk and _ov.has_wgmma(cons_stmts):   # cp.async writes in the generic proxy, wgmma reads in the async
+        head.append(consumer_fence())             # one: the reader fences after the acquire (proxy_fence)
     if overlap is None:
         overlap = _flag(loop, WS_WGMMA_OVERLAP)
     ov = _ov.overlap_groups(cons_stmts, depth) if overlap else None

@@ -7,9 +7,10 @@ mbarrier protocol the rewrite emitted (what ``auto_pipeline`` does before it
 returns a warp-specialized plan).  The pass list mirrors TVM 0.27's
 ``tvm/s_tir/pipeline.py`` (same order, same config switches), plus, before the rewrite,
 ``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread registers; a no-op on
-kernels without one, so the pipeline also compiles plain wgmma kernels); the stock
-ThreadSync passes stay: the rewrite places its own barriers and leaves
-nothing for them to insert inside the role branch.
+kernels without one, so the pipeline also compiles plain wgmma kernels), and, once ThreadSync has placed
+the barriers and the async copies are lowered, ``proxy_fence.proxy_fence_pass`` (``fence.proxy.async``
+where generic writes to shared memory feed wgmma); the stock ThreadSync passes stay: the rewrite places
+its own barriers and leaves nothing for them to insert inside the role branch.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..model.pipeline import WS_DEPTH
 from ..model.protocol import check_ring
 from . import warp_specialize as _ws
 from .fragments import shrink_thread_fragments_pass
+from .proxy_fence import proxy_fence_pass
 
 __all__ = ["WS_PIPELINE", "emit_and_check", "register_pipeline", "warp_specialize_pass"]
 
@@ -69,7 +71,7 @@ def _ws_pipeline():
                    st.InferFragment(), st.LowerThreadAllreduce()]
         if bool(config.get("tirx.use_async_copy", False)):
             passes.append(st.InjectPTXAsyncCopy())
-        passes += [st.MergeSharedMemoryAllocations(), tx.SplitHostDevice(), tx.MakePackedAPI(),
+        passes += [proxy_fence_pass, st.MergeSharedMemoryAllocations(), tx.SplitHostDevice(), tx.MakePackedAPI(),
                    tx.FP8StorageLegalize(), tx.BF16StorageLegalize()]
         return tvm.ir.transform.Sequential(passes)(mod)
 
