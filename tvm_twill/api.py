@@ -355,7 +355,8 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         if FIT_NOTE in depth:
             return replace(plan, outcome=(
-                f"not applied: only one stage of '{ex.loop}' fits the block's shared memory ({shared_summary(ex, ann, m)}) "
+                f"not applied: only one stage of '{ex.loop}' fits the block's shared memory "
+                f"({shared_summary(ex, ann, m)}) "
                 "(TVM's buffer versions of any pipelined plan need more), and one stage in program order is what "
                 "the loop already does"))
         return replace(plan, outcome=(

@@ -21,8 +21,8 @@ from .transforms import (annotation_from_schedule, annotation_ii, async_stages_c
                          grouped_async_order, legality_violations, refine)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
-__all__ = ["DYNAMIC", "FIT_NOTE", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "bound_depth", "contiguous_async", "fit_shared",
-           "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow", "shared_summary"]
+__all__ = ["DYNAMIC", "FIT_NOTE", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "bound_depth", "contiguous_async",
+           "fit_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow", "shared_summary"]
 
 #: Re-solves with a tightened shared-memory rule when TVM's buffer versions overflow (``fit_shared``).
 FIT_ROUNDS = 6

@@ -68,7 +68,7 @@ from ..errors import UnsupportedLoopError
 from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
 from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir,
-                 scope_of, thread_extents, tirx, tvm, tvm_ffi)
+                 scope_of, thread_extents, tirx, tvm, tvm_ffi, vector_lanes)
 from .loops import LoopRef, pipeline_children
 
 __all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
@@ -78,8 +78,7 @@ DEFAULT_QUANTUM = 16
 #: Unloaded DRAM access latency in cycles, order of magnitude from published
 #: microbenchmarks of A100/H100 (about 400-600 cycles); loaded latency is higher.
 DRAM_LATENCY_CYCLES = 500
-#: Bytes one cp.async moves per thread (``cp.async.ca/cg.shared.global``: 4, 8 or 16).
-CP_ASYNC_BYTES = (4, 8, 16)
+CP_ASYNC_BYTES = (4, 8, 16)  #: bytes one cp.async (``cp.async.ca/cg.shared.global``) moves per thread
 
 _SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt",
               "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
@@ -95,8 +94,8 @@ class StmtInfo:
     ``writes`` are buffer names (TVM's statement-level regions); ``exposed``
     the reads that see a value from before the statement; ``smem_writes``
     bytes of each shared tile written per iteration (with padding);
-    ``smem_scopes`` the storage scope of each of them ("shared": a static
-    ``__shared__`` array, "shared.dyn": the dynamic pool); ``reg_writes`` registers per thread of each register-scope tile it
+    ``smem_scopes`` their scopes ("shared": static arrays, "shared.dyn": the dynamic pool);
+    ``reg_writes`` registers per thread of each register-scope tile it
     writes (accumulators excluded); ``async_capable``: a plain
     global->shared copy that cp.async can run (4/8/16-byte vectors).
     """
@@ -425,9 +424,9 @@ class StatementAnalyzer:
             if is_register(scope_of(w.source)) and w.source.name not in exposed:
                 total = sum(lf.count * n for lf in leaves for b, n in lf.writes if b.same_as(w.source))
                 reg_writes[w.source.name] = math.ceil(total / (self.threads_per_block * 4))
-        moved = tuple(sorted({int(lf.vector_bytes * _vec_lanes(stmt)) for lf in leaves if lf.kind == "copy"}))
-        async_ok = bool(leaves) and all(lf.kind == "copy" and lf.plain_copy for lf in leaves) \
-            and all(v in CP_ASYNC_BYTES for v in moved)
+        moved = tuple(sorted({int(lf.vector_bytes * vector_lanes(stmt)) for lf in leaves if lf.kind == "copy"}))
+        async_ok = (bool(leaves) and all(lf.kind == "copy" and lf.plain_copy for lf in leaves)
+                    and set(moved) <= set(CP_ASYNC_BYTES))
         kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "empty")
         name = _stmt_name(stmt, leaves, index, self.lowered)
         desc = _describe(kind, kinds, leaves, copy_bytes, work, async_ok)
@@ -512,20 +511,6 @@ def _sum_dicts(dicts) -> dict:
         for k, v in d.items():
             out[k] = out.get(k, 0) + v
     return out
-
-
-def _vec_lanes(stmt) -> int:
-    """Lanes of the vectorized loop around a copy (1 when not vectorized)."""
-    lanes = [1]
-
-    def visit(s):
-        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.VECTORIZED:
-            lanes[0] = max(lanes[0], const_int(s.extent) or 1)
-        for c in children(s):
-            visit(c)
-
-    visit(stmt)
-    return lanes[0]
 
 
 def _unique_names(bufs) -> list[str]:

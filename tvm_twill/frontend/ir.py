@@ -17,7 +17,7 @@ __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_S
            "children", "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
            "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes", "substitute",
-           "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+           "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
 #: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
@@ -97,6 +97,20 @@ def has_block(stmt) -> bool:
     if isinstance(stmt, s_tir.SBlockRealize):
         return True
     return any(has_block(c) for c in children(stmt))
+
+
+def vector_lanes(stmt) -> int:
+    """Lanes of the widest vectorized loop in ``stmt`` (1 when there is none)."""
+    lanes = [1]
+
+    def visit(s):
+        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.VECTORIZED:
+            lanes[0] = max(lanes[0], const_int(s.extent) or 1)
+        for c in children(s):
+            visit(c)
+
+    visit(stmt)
+    return lanes[0]
 
 
 def walk_stmts(stmt):
