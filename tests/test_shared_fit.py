@@ -102,8 +102,8 @@ def test_warp_specialized_static_rings_stay_within_48_kib(arch):
     assert _ptxas_smem(src, arch) == 2 * 16896 + 128 <= STATIC_SMEM_BYTES   # two slots + the mbarrier arrays
     sch, (k0,) = gemv(4096, 4096, bk=512, scope="shared")   # two slots of 33 KiB: no ring fits 48 KiB
     with pytest.raises(tvm_twill.UnsupportedLoopError,
-                       match=r"two ring slots of 33792 B exceed the 49152 B of static shared memory \(scope 'shared'\)"
-                             r" a kernel may declare: plan a smaller tile, the dynamic pool"):
+                       match=r"two ring slots of 33792 B do not fit the 49152 B of static shared memory \(scope "
+                             r"'shared'\) a kernel may declare: plan a smaller tile, the dynamic pool"):
         tvm_twill.auto_pipeline(sch, k0, arch, warp_specialize=True)
 
 

@@ -292,8 +292,8 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         if fit < 2:
             if choice is True:
                 raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}': two ring slots of {slot} B "
-                                           f"exceed {limit}: plan a smaller tile, the dynamic pool ('shared.dyn') "
-                                           "or without warp_specialize")
+                                           f"do not fit {limit}: plan a smaller tile, the dynamic pool "
+                                           "('shared.dyn') or without warp_specialize")
             return WarpSpecialization(False, f"not specialized: {depth_note}", ii_swp, None)
         depth = fit
     names = {s.name for s in copies}
