@@ -60,8 +60,8 @@ class PlanCache:
         """``extract_loop(sch, ref.rv, arch, machine=machine, quantum=quantum)``, reused for identical IR."""
         func = sch.mod[ref.func]
         # the loop by its place in the function (its name may be shared with another loop)
-        place = next(i for i, n in enumerate(s for s in walk_stmts(func.body) if isinstance(s, tirx.For))
-                     if n.same_as(ref.node))
+        place = next((i for i, n in enumerate(s for s in walk_stmts(func.body) if isinstance(s, tirx.For))
+                      if n.same_as(ref.node)), None)
         key = (fingerprint(func), ref.func, ref.name, place, arch, repr(machine), quantum)
         value, _ = self.extractions.get_or_compute(
             key, lambda: extract_loop(sch, ref.rv, arch, machine=machine, quantum=quantum))

@@ -8,7 +8,7 @@ children of a loop body the way TVM's pass does (a predicate-free child
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InputError, UnsupportedLoopError
 from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
@@ -188,7 +188,8 @@ def annotated_pipeline_loops(sch) -> list:
     """LoopRefs of every loop of ``sch`` that carries a software-pipeline annotation,
     outermost first (the loops MetaSchedule's tensor-core rule annotated), found by reference
     (``schedule_loops``): loops that share a name are told apart."""
-    refs = [resolve_loop(sch, rv) for _, rv, node in schedule_loops(sch) if read_annotation(node) is not None]
+    refs = [replace(resolve_loop(sch, rv), func=fname) for fname, rv, node in schedule_loops(sch)
+            if read_annotation(node) is not None]
     return sorted(refs, key=lambda r: len(r.ancestors))  # stable: outer before inner, program order within
 
 
