@@ -1,8 +1,8 @@
 """The tvm_twill_ws TIR pipeline is TVM's own pass list with the rewrite spliced in, and it refuses bad kernels.
 
 * the pass names equal TVM's default s_tir pipeline's under the same
-  PassContext options, plus the two passes after FlattenBuffer and the
-  role-branch check at the end (a copied list dropped the bound checkers,
+  PassContext options, plus the two passes after FlattenBuffer, the proxy
+  fences before MergeSharedMemoryAllocations and the role-branch check at the end (a copied list dropped the bound checkers,
   ldg32 and lwp passes those options switch on);
 * a kernel whose emitted ring protocol is broken on purpose is refused by
   ``tvm.compile`` itself, not only by ``auto_pipeline``'s check;
@@ -60,7 +60,8 @@ def test_pass_names_are_tvms_with_the_rewrite_spliced_in(config):
     ours = _compiled_pass_names(config, register_pipeline())
     stock = _compiled_pass_names(config, "s_tir")
     i = stock.index("tirx.FlattenBuffer") + 1
-    assert ours == stock[:i] + SPLICED + stock[i:] + ["TwillVerifyRoleBranches"]
+    j = stock.index("s_tir.MergeSharedMemoryAllocations")
+    assert ours == stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches"]
     it = iter(ours)  # what ws_passes lists is what ran (composite passes also show their inner passes)
     assert all(name in it for name in listed)
     if config.get("tirx.instrument_bound_checkers"):

@@ -34,8 +34,8 @@ import warnings
 from dataclasses import dataclass, field, replace
 
 from .errors import InputError, TwillError, UnsupportedLoopError
-from .frontend import (Extraction, extract_loop, inject_pipeline, machine_for, parse_target, read_annotation,
-                       resolve_loop, scratch_schedule)
+from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
+                       read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict,
                     rec_mii, res_mii, resource_bottleneck)
 from .model.pipeline import PipelineAnnotation
@@ -45,7 +45,9 @@ from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, app
 from .transforms.depth import check_max_stages
 from .async_copies import all_copies_async, sync_copy_reasons
 from .plan_progress import PlanProgress
-from .stages import FIT_NOTE, fit_shared, shared_memory
+from .transforms.wgmma_overlap import has_wgmma
+from .transforms.ws_lowering import register_pipeline
+from .stages import FIT_NOTE, fit_shared, shared_memory, shared_summary
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -142,13 +144,18 @@ class PipelinePlan:
     sync_copies: tuple[tuple[str, str], ...] = ()
     #: The module as ``auto_pipeline`` found it (``check_on_cpu`` runs it against the plan).
     source: object = field(default=None, compare=False, repr=False)
+    #: The loop's function issues wgmma: it compiles with tvm_twill's pipeline (per-thread accumulators,
+    #: the proxy fences before wgmma reads shared memory that generic stores or cp.async wrote).
+    wgmma: bool = False
 
     @property
     def tir_pipeline(self) -> str | None:
         """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
-        when the loop was warp-specialized, else None (TVM's default)."""
+        when the loop was warp-specialized or its function issues wgmma, else None (TVM's default)."""
         ws = self.warp_specialization
-        return ws.tir_pipeline if ws is not None and self.applied else None
+        if ws is not None and self.applied and ws.tir_pipeline:
+            return ws.tir_pipeline
+        return register_pipeline() if self.wgmma else None
 
     def __repr__(self) -> str:  # one line (the dataclass repr runs to screens: extraction, graphs, schedules)
         ws = self.warp_specialization
@@ -312,29 +319,27 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
     if not loops:
         raise InputError("auto_pipeline got an empty list of loops: pass a loop or [outer, inner]")
     refs = [resolve_loop(sch, lp) for lp in loops]
-    names = [r.name for r in refs]
-    if len(set(names)) != len(names):
-        raise InputError(f"auto_pipeline got loop(s) twice: {names}")
-    # with apply=False the inner loops are annotated on a scratch schedule over the same IR
+    if any(r.node.same_as(o.node) for i, r in enumerate(refs) for o in refs[:i]):
+        raise InputError(f"auto_pipeline got loop(s) twice: {[r.name for r in refs]}")
+    # with apply=False the inner loops are annotated on a scratch schedule over the same IR; loops are
+    # handled by reference (LoopRVs of ``work``), so loops that share a name stay apart
     work = sch if opts.apply else scratch_schedule(sch)
-    depth = {r.name: len(r.ancestors) for r in refs}
-    outermost = min(names, key=lambda n: depth[n])
-    # the LoopRVs stay valid on ``sch`` itself (annotating keeps the loops); a scratch schedule takes names
-    handle = {r.name: r.rv if work is sch else r.name for r in refs}
+    handle = [r.rv if work is sch else loop_rv(work, r.node) for r in refs]
+    order = sorted(range(len(refs)), key=lambda i: -len(refs[i].ancestors))  # innermost first, stable
     # annotations already on the nest (dlight's, MetaSchedule's) are re-planned together: dropped first,
     # since an inner loop is planned before its outer one; put back if the nest cannot be planned
-    saved = [(n, read_annotation(resolve_loop(work, handle[n]).node)) for n in names]
-    for n, ann in saved:
+    saved = [read_annotation(r.node) for r in refs]
+    for rv, ann in zip(handle, saved):
         if ann is not None:
-            remove_annotation(work, resolve_loop(work, handle[n]).rv)
+            remove_annotation(work, rv)
     plans = []
     try:
-        for name in sorted(names, key=lambda n: -depth[n]):  # innermost first
-            plans.append(_auto_one(work, handle[name], target, opts if name == outermost else
+        for i in order:
+            plans.append(_auto_one(work, handle[i], target, opts if i == order[-1] else
                                    opts.replace(apply=True, warp_specialize=False)))
     except TwillError:
-        for n, ann in saved:
-            restore_annotation(work, resolve_loop(work, handle[n]).rv, ann)
+        for rv, ann in zip(handle, saved):
+            restore_annotation(work, rv, ann)
         raise
     return replace(plans[-1], inner=tuple(plans[:-1]))
 
@@ -390,7 +395,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
-                        warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not))
+                        warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not),
+                        wgmma=has_wgmma([sch.mod[ref.func].body]))
     fallback = ""
     if opts.warp_specialize is not False:
         try:
@@ -425,7 +431,8 @@ def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: M
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
         if FIT_NOTE in depth:
             return replace(plan, outcome=(
-                f"not applied: only one stage of '{ex.loop}' fits the {m.smem_bytes} B of shared memory a block has "
+                f"not applied: only one stage of '{ex.loop}' fits the block's shared memory "
+                f"({shared_summary(ex, ann, m)}) "
                 "(TVM's buffer versions of any pipelined plan need more), and one stage in program order is what "
                 "the loop already does"))
         return replace(plan, outcome=(
@@ -556,7 +563,7 @@ def _explain(plan: PipelinePlan) -> str:
     if smem:
         L.append("shared memory (TVM allocates stage distance + 1 versions): "
                  + ", ".join(f"{n} x{v} = {b} B" for n, (v, b) in smem.items())
-                 + f"; total {plan.smem_bytes} B of {m.smem_bytes} B")
+                 + f"; total {plan.smem_bytes} B: {shared_summary(ex, ann, m)}")
     if ann.async_stages:
         waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
                           for w in plan.waits)

@@ -26,7 +26,7 @@ when given (``AutoPipelineOptions.cache``).
 from __future__ import annotations
 
 from .frontend import extract_loop, inject_pipeline
-from .frontend.ir import fingerprint
+from .frontend.ir import fingerprint, tirx, walk_stmts
 from .solvers.memo import DEFAULT_MAXSIZE, LRU, SolveCache
 
 __all__ = ["PlanCache", "SHARED"]
@@ -58,7 +58,11 @@ class PlanCache:
 
     def extract(self, sch, ref, arch: str, machine, quantum):
         """``extract_loop(sch, ref.rv, arch, machine=machine, quantum=quantum)``, reused for identical IR."""
-        key = (fingerprint(sch.mod[ref.func]), ref.func, ref.name, arch, repr(machine), quantum)
+        func = sch.mod[ref.func]
+        # the loop by its place in the function (its name may be shared with another loop)
+        place = next((i for i, n in enumerate(s for s in walk_stmts(func.body) if isinstance(s, tirx.For))
+                      if n.same_as(ref.node)), None)
+        key = (fingerprint(func), ref.func, ref.name, place, arch, repr(machine), quantum)
         value, _ = self.extractions.get_or_compute(
             key, lambda: extract_loop(sch, ref.rv, arch, machine=machine, quantum=quantum))
         return value

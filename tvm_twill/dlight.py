@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from .api import PipelinePlan, auto_pipeline
 from .errors import InputError, TwillError
-from .frontend import local_stage_blocks, parse_target, pipeline_nests, resolve_loop, scratch_schedule
+from .frontend import local_stage_blocks, loop_rv, parse_target, pipeline_nests, resolve_loop, scratch_schedule
 from .frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
 from .transforms import apply_annotation, remove_annotation
 
@@ -71,8 +71,7 @@ def replan_schedule(sch, target, *, machine=None, time_limit: float = 10.0, stag
     """
     _check_staging(staging)
     parse_target(target)  # refuse an unsupported target before any work
-    return [_replan_nest(sch, [r.name for r in nest], target, machine, time_limit, staging)
-            for nest in pipeline_nests(sch)]
+    return [_replan_nest(sch, nest, target, machine, time_limit, staging) for nest in pipeline_nests(sch)]
 
 
 def _check_staging(staging) -> None:
@@ -80,48 +79,74 @@ def _check_staging(staging) -> None:
         raise InputError(f"staging must be one of {list(STAGING)}, got {staging!r}")
 
 
-def _replan_nest(sch, names, target, machine, time_limit, staging) -> NestReplan:
-    loops = names if len(names) > 1 else names[0]
-    staged = bool(local_stage_blocks(sch, resolve_loop(sch, names[0])))
-    if not staged:
-        variants: tuple = ("none",)
-    else:
-        variants = ("registers", "direct") if staging == "best" else (staging,)
+def _reason(err) -> str:
+    """``Type: first line`` of an error; one that is not a TwillError is marked as unexpected."""
+    text = str(err).strip()
+    tag = type(err).__name__ if isinstance(err, TwillError) else f"unexpected {type(err).__name__}"
+    return f"{tag}: {text.splitlines()[0]}" if text else tag
+
+
+def _replan_nest(sch, nest, target, machine, time_limit, staging) -> NestReplan:
+    """Plan one nest (LoopRefs, outermost first) on scratch copies, write the better variant on ``sch``.
+
+    Loops are handled by reference (``loop_rv`` on each scratch schedule, the nest's own LoopRVs on
+    ``sch``); any failure keeps dlight's annotations, its reason logged and returned."""
+    names = tuple(r.name for r in nest)
+    try:
+        staged = bool(local_stage_blocks(sch, nest[0]))
+    except Exception as err:  # noqa: BLE001 - dlight's schedule is kept whatever happens here
+        return _kept(names, "none", _reason(err))
+    variants = ("none",) if not staged else (("registers", "direct") if staging == "best" else (staging,))
     tried, failures = [], []
     for variant in variants:
-        trial = scratch_schedule(sch)  # the same IR: planning here leaves sch alone
-        if variant == "direct":
-            _drop_staging(trial, names[0])
         try:
-            plan = auto_pipeline(trial, loops, target, machine=machine, time_limit=time_limit)
-        except TwillError as err:
-            failures.append(f"{variant}: {err}")
+            trial = scratch_schedule(sch)  # the same IR: planning here leaves sch alone
+            rvs = [loop_rv(trial, r.node) for r in nest]
+            if variant == "direct":
+                _drop_staging(trial, resolve_loop(trial, rvs[0]))
+            plan = auto_pipeline(trial, rvs if len(rvs) > 1 else rvs[0], target, machine=machine,
+                                 time_limit=time_limit)
+        except Exception as err:  # noqa: BLE001 - one variant failing is said, not raised
+            failures.append(f"{variant}: {_reason(err)}")
             continue
         tried.append((variant, plan))
     alternatives = tuple((v, p.ii_cycles) for v, p in tried)
     if not tried:
-        reason = "; ".join(failures)
-        log.warning("pipeline nest %s keeps dlight's annotation: %s", names, reason)
-        return NestReplan(loops=tuple(names), plan=None, staging="registers" if staged else "none", reason=reason)
+        return _kept(names, "registers" if staged else "none", "; ".join(failures))
     for f in failures:
-        log.info("pipeline nest %s: variant not planned (%s)", names, f)
+        log.info("pipeline nest %s: variant not planned (%s)", list(names), f)
     # the smaller ii; on a tie the direct copies (no staging registers)
     variant, plan = min(tried, key=lambda vp: (vp[1].ii_cycles, vp[0] == "registers"))
+    try:
+        _write(sch, nest, plan, variant)
+    except Exception as err:  # noqa: BLE001 - pragma: no cover - the plan was applied on the same IR
+        return _kept(names, "registers" if staged else "none", f"writing the plan failed: {_reason(err)}")
+    log.info("pipeline nest %s re-planned (%s copies): ii %d cycles (%s)", list(names), variant,
+             plan.ii_cycles, ", ".join(f"{v} {ii}" for v, ii in alternatives))
+    return NestReplan(loops=names, plan=plan, staging=variant, alternatives=alternatives)
+
+
+def _kept(names, staging, reason) -> NestReplan:
+    log.warning("pipeline nest %s keeps dlight's annotation: %s", list(names), reason)
+    return NestReplan(loops=names, plan=None, staging=staging, reason=reason)
+
+
+def _write(sch, nest, plan, variant) -> None:
+    """Write ``plan`` (outermost; ``plan.inner`` innermost first, as ``auto_pipeline`` orders a nest) on the
+    nest's own loops of ``sch``."""
     if variant == "direct":
-        _drop_staging(sch, names[0])
-    for p in (plan, *plan.inner):
-        rv = resolve_loop(sch, p.loop).rv
+        _drop_staging(sch, nest[0])
+    inner_first = sorted(range(len(nest)), key=lambda i: -len(nest[i].ancestors))  # auto_pipeline's order
+    for i, p in zip(inner_first, (*plan.inner, plan)):
+        rv = nest[i].rv
         if p.applied:
             apply_annotation(sch, rv, p.annotation)
         else:  # the plan is the loop without a pipeline
             remove_annotation(sch, rv)
-    log.info("pipeline nest %s re-planned (%s copies): ii %d cycles (%s)", names, variant,
-             plan.ii_cycles, ", ".join(f"{v} {ii}" for v, ii in alternatives))
-    return NestReplan(loops=tuple(names), plan=plan, staging=variant, alternatives=alternatives)
 
 
-def _drop_staging(sch, loop_name: str) -> None:
-    for rv in local_stage_blocks(sch, resolve_loop(sch, loop_name)):
+def _drop_staging(sch, ref) -> None:
+    for rv in local_stage_blocks(sch, ref):
         sch.unannotate(rv, MANIFEST_LOCAL_STAGE)
 
 
@@ -164,7 +189,6 @@ class AutoPipelined(_ScheduleRule):
             try:
                 self.last += replan_schedule(sch, target, machine=self.machine, time_limit=self.time_limit,
                                              staging=self.staging)
-            except TwillError as err:  # a target without a model: dlight's schedule as it is
-                log.info("%s's schedule kept as dlight wrote it: %s", type(self.rule).__name__,
-                         err)
+            except Exception as err:  # noqa: BLE001 - e.g. a target without a model: dlight's schedule as it is
+                log.info("%s's schedule kept as dlight wrote it: %s", type(self.rule).__name__, _reason(err))
         return space

@@ -42,8 +42,7 @@ from dataclasses import dataclass, replace
 from .api import AutoPipelineOptions, auto_pipeline
 from .cache import SHARED
 from .errors import TwillError, UnsupportedLoopError
-from .frontend import (machine_for, parse_target, pipeline_nests, read_annotation, resolve_loop,
-                       scratch_schedule)
+from .frontend import machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
 from .frontend.ir import meta_schedule_postproc_base, meta_schedule_verify_gpu_code
 from .transforms import remove_annotation, restore_annotation
 
@@ -129,43 +128,64 @@ def target_machine(target, machine=None):
 def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cache=None, check=None) -> Replan:
     """Replace every software-pipeline annotation of ``sch`` by auto_pipeline's; returns a ``Replan``.
 
-    Loops nested in one another are planned together, innermost first.  A
-    nest that cannot be planned keeps its annotations; its ``NestOutcome``
-    says why (and the reason is logged).  ``machine``: a Machine or name
-    (default: ``target_machine(target)``).  ``cache``: a
+    Loops nested in one another are planned together, innermost first; loops
+    are found and handled by reference (LoopRVs), never by name, so loops
+    that share a name are told apart.  A nest that cannot be planned keeps
+    its annotations; its ``NestOutcome`` says why (and the reason is logged).
+    Nothing the schedule holds makes this raise: a failure to even find the
+    nests is one ``NestOutcome`` with no loops.  ``machine``: a Machine or
+    name (default: ``target_machine(target)``).  ``cache``: a
     ``tvm_twill.cache.PlanCache`` (None: none).  ``check``: a callable
     ``check(sch) -> str`` run after a nest is re-planned; a non-empty answer
     rejects the plan (the nest gets its annotations back, the answer is the
     reason).
     """
     opts = AutoPipelineOptions(machine=target_machine(target, machine), time_limit=time_limit, cache=cache)
-    outcomes = []
-    for nest in pipeline_nests(sch):
-        loops = tuple(r.name for r in nest)
-        saved = [(r.name, read_annotation(r.node)) for r in nest]
-        before = tuple(a for _, a in saved)
-        for r in nest:
-            remove_annotation(sch, r.rv)
-        rejected = ""
+    try:
+        nests = pipeline_nests(sch)
+    except Exception as err:  # noqa: BLE001 - a schedule TVM or tvm_twill cannot walk: every nest kept
+        reason = _reason(err)
+        log.info("the candidate keeps its pipeline annotations: %s", reason)
+        return Replan(nests=(NestOutcome(loops=(), before=(), reason=reason),), mod=sch.mod)
+    outcomes = [_replan_nest(sch, nest, target, opts, check) for nest in nests]
+    return Replan(nests=tuple(outcomes), mod=sch.mod)
+
+
+def _reason(err) -> str:
+    """``Type: first line`` of an error; an error that is not a TwillError is marked as unexpected."""
+    # the whole message (a verifier's may take several lines), on one line
+    line = " / ".join(ln.strip() for ln in str(err).splitlines() if ln.strip())
+    tag = type(err).__name__ if isinstance(err, TwillError) else f"unexpected {type(err).__name__}"
+    return f"{tag}: {line}" if line else tag
+
+
+def _replan_nest(sch, nest, target, opts, check) -> NestOutcome:
+    """Re-plan one nest (LoopRefs, outermost first); on any failure its annotations go back, reason kept."""
+    loops = tuple(r.name for r in nest)
+    rvs = [r.rv for r in nest]
+    before = tuple(read_annotation(r.node) for r in nest)
+    rejected = ""
+    try:
+        for rv in rvs:
+            remove_annotation(sch, rv)
+        plan = auto_pipeline(sch, rvs if len(rvs) > 1 else rvs[0], target, opts)
+        rejected = check(sch) if check is not None and _changed(plan) else ""
+        if rejected:
+            raise UnsupportedLoopError(rejected)
+    except Exception as err:  # noqa: BLE001 - a postprocessor never rejects a candidate the rule would keep
+        reason = _reason(err)
         try:
-            plan = auto_pipeline(sch, [r.rv for r in nest] if len(nest) > 1 else nest[0].rv, target, opts)
-            rejected = check(sch) if check is not None and _changed(plan) else ""
-            if rejected:
-                raise UnsupportedLoopError(rejected)
-        except TwillError as err:
-            for name, ann in saved:  # a partly applied nest goes back to what it was
-                restore_annotation(sch, resolve_loop(sch, name).rv, ann)
-            # the whole message (a verifier's may take several lines), on one line
-            reason = " / ".join(ln.strip() for ln in str(err).splitlines() if ln.strip()) or type(err).__name__
+            for rv, ann in zip(rvs, before):  # a partly applied nest goes back to what it was
+                restore_annotation(sch, rv, ann)
             if rejected and check(sch):  # not the plan's fault: the candidate fails as the rule made it
                 reason += "; so does the rule's annotation (TVM cannot lower this candidate as it is)"
-            log.info("loop nest %s keeps MetaSchedule's annotation %s: %s", list(loops),
-                     [a.to_dict() for a in before], reason)
-            outcomes.append(NestOutcome(loops=loops, before=before, reason=f"{type(err).__name__}: {reason}"))
-            continue
-        log.debug("loop nest %s re-planned: II %d cycles, %s", list(loops), plan.ii_cycles, plan.outcome)
-        outcomes.append(NestOutcome(loops=loops, before=before, plan=plan))
-    return Replan(nests=tuple(outcomes), mod=sch.mod)
+        except Exception as again:  # noqa: BLE001 - said, not raised
+            reason += f"; restoring the annotations failed too ({_reason(again)})"
+        log.info("loop nest %s keeps MetaSchedule's annotation %s: %s", list(loops),
+                 [a.to_dict() for a in before if a is not None], reason)
+        return NestOutcome(loops=loops, before=before, reason=reason)
+    log.debug("loop nest %s re-planned: II %d cycles, %s", list(loops), plan.ii_cycles, plan.outcome)
+    return NestOutcome(loops=loops, before=before, plan=plan)
 
 
 def _changed(plan) -> bool:
@@ -223,12 +243,19 @@ class TwillPipeline(_PyPostproc):
         return ""
 
     def apply(self, sch) -> bool:
+        """Re-plan ``sch``'s pipelines in place; always True: whatever fails, the candidate keeps the rule's
+        annotations and ``history`` says why (only a postprocessor used outside a TuneContext raises)."""
         if self.target is None:
             raise TwillError("TwillPipeline has no target: use it inside a TuneContext (or call "
                              "tvm_twill.metaschedule.replan_pipelines(sch, target))")
-        self.history.append(replan_pipelines(sch, self.target, machine=self.machine, time_limit=self.time_limit,
-                                             cache=self.cache,
-                                             check=self._check if self._verifier is not None else None))
+        try:
+            replan = replan_pipelines(sch, self.target, machine=self.machine, time_limit=self.time_limit,
+                                      cache=self.cache, check=self._check if self._verifier is not None else None)
+        except Exception as err:  # noqa: BLE001 - e.g. a target without a model: the candidate as the rule made it
+            reason = _reason(err)
+            log.info("the candidate keeps its pipeline annotations: %s", reason)
+            replan = Replan(nests=(NestOutcome(loops=(), before=(), reason=reason),), mod=sch.mod)
+        self.history.append(replan)
         return True
 
     def clone(self):

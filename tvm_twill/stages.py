@@ -21,12 +21,26 @@ from .transforms import (annotation_from_schedule, annotation_ii, async_stages_c
                          grouped_async_order, legality_violations, refine)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
-__all__ = ["FIT_NOTE", "FIT_ROUNDS", "bound_depth", "contiguous_async", "fit_shared", "shared_memory"]
+__all__ = ["DYNAMIC", "FIT_NOTE", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "bound_depth", "contiguous_async",
+           "fit_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow", "shared_summary"]
 
 #: Re-solves with a tightened shared-memory rule when TVM's buffer versions overflow (``fit_shared``).
 FIT_ROUNDS = 6
 #: What ``fit_shared`` adds to the depth explanation when it chose a plan for shared memory.
 FIT_NOTE = "; shared memory: TVM's "
+#: Static shared memory (``__shared__`` arrays, TVM scope "shared") a kernel may declare on every arch
+#: from sm_70 on: ptxas refuses more ("uses too much shared data ... 0xc000 max").  Only the dynamic pool
+#: ("shared.dyn", sized at launch) may go up to the arch's opt-in maximum, the machine model's
+#: ``smem_bytes``.
+STATIC_SMEM_BYTES = 48 * 1024
+#: The two kinds of shared memory TVM emits: "shared" (static arrays), "shared.dyn" (the dynamic pool).
+STATIC, DYNAMIC = "shared", "shared.dyn"
+
+
+def _scope(ex: Extraction, buf: str) -> str:
+    """STATIC or DYNAMIC: where TVM puts ``buf`` (a scope tag such as "shared.dyn" counts as dynamic)."""
+    scope = next((st.smem_scopes[buf] for st in ex.stmts if buf in st.smem_scopes), STATIC)
+    return DYNAMIC if scope.startswith(DYNAMIC) else STATIC
 
 
 def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
@@ -37,6 +51,48 @@ def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
         for buf, nbytes in st.smem_writes.items():
             per_iter[buf] = max(per_iter.get(buf, 0), nbytes)
     return {buf: (versions.get(buf, 1), versions.get(buf, 1) * n) for buf, n in per_iter.items()}
+
+
+def shared_by_scope(ex: Extraction, ann: PipelineAnnotation) -> dict:
+    """{STATIC: bytes, DYNAMIC: bytes}: the loop's shared buffers (all TVM's versions) by where they live."""
+    out = {STATIC: 0, DYNAMIC: 0}
+    for buf, (_, nbytes) in shared_memory(ex, ann).items():
+        out[_scope(ex, buf)] += nbytes
+    return out
+
+
+def shared_limits(m) -> dict:
+    """{STATIC: static limit, DYNAMIC: the block's total}: static arrays are capped at ``STATIC_SMEM_BYTES``
+    (or less on a machine with less), static and dynamic together at the machine's ``smem_bytes``."""
+    return {STATIC: min(STATIC_SMEM_BYTES, m.smem_bytes), DYNAMIC: m.smem_bytes}
+
+
+def shared_overflow(ex: Extraction, ann: PipelineAnnotation, m) -> int:
+    """Bytes by which the loop's buffers exceed a limit (static over ``STATIC_SMEM_BYTES``, or static +
+    dynamic over the block's ``smem_bytes``); 0 or less when they fit."""
+    used, cap = shared_by_scope(ex, ann), shared_limits(m)
+    return max(used[STATIC] - cap[STATIC], used[STATIC] + used[DYNAMIC] - cap[DYNAMIC])
+
+
+def _over(ex: Extraction, ann: PipelineAnnotation, m) -> str:
+    """Which limit ``ann``'s buffers exceed, in words."""
+    used, cap = shared_by_scope(ex, ann), shared_limits(m)
+    if used[STATIC] > cap[STATIC]:
+        return (f"more than the {cap[STATIC]} B of static shared memory (__shared__ arrays, scope 'shared', "
+                f"{used[STATIC]} B here) a kernel may declare")
+    return f"more than the {cap[DYNAMIC]} B a block has"
+
+
+def shared_summary(ex: Extraction, ann: PipelineAnnotation, m) -> str:
+    """One phrase per kind of shared memory the loop uses, with its limit (``explain`` and ``fit_shared``)."""
+    used, cap = shared_by_scope(ex, ann), shared_limits(m)
+    parts = []
+    if used[STATIC]:
+        parts.append(f"static (__shared__) {used[STATIC]} B of the {cap[STATIC]} B a kernel may declare")
+    if used[DYNAMIC] or not parts:
+        parts.append(f"dynamic {used[DYNAMIC]} B" + (f" + static {used[STATIC]} B" if used[STATIC] else "")
+                     + f" of the {cap[DYNAMIC]} B a block has")
+    return "; ".join(parts)
 
 
 def contiguous_async(ex, sched, ann, ms, solved, depth):
@@ -87,10 +143,12 @@ def contiguous_async(ex, sched, ann, ms, solved, depth):
 
 def fit_shared(ex, sched, ann, ms, m, opts, solve):
     """``bound_depth`` then ``contiguous_async``.  When TVM's buffer versions of that annotation (stage distance
-    + 1 of each shared buffer) exceed the block's shared memory (the solver's memory rule counts live values,
+    + 1 of each shared buffer) exceed a shared-memory limit (``shared_overflow``: static arrays over
+    ``STATIC_SMEM_BYTES``, or everything over the block's; the solver's memory rule counts live values,
     which TVM's versioning can exceed), candidates that fit are sought two ways: re-solves with the model's
     shared memory lowered by the overflow (up to ``FIT_ROUNDS`` times), and every smaller stage bound; of
-    those that fit, the smallest ii wins (ties: less shared memory)."""
+    those that fit, the smallest ii wins (ties: less shared memory).  When none fits, the first plan is
+    returned, its depth note saying so (``api`` then keeps the loop as it is)."""
     def need(a):
         return sum(b for _, b in shared_memory(ex, a).values())
 
@@ -101,17 +159,17 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
         s3, a3, d3 = contiguous_async(ex, s3, a3, machine, sv3, d3)
         return s3, a3, sv3, d3
 
-    def plan_with(machine, sched0, ann0, cap):   # (ii, shared bytes, plan) of a candidate
+    def plan_with(machine, sched0, ann0, cap):   # (ii, shared bytes, plan, overflow) of a candidate
         found = annotate(machine, sched0, ann0, cap)
         a3 = found[1]
         ii = annotation_ii(ex.graph, ms, a3)[0] if a3.num_stages == 1 else found[0].ii  # one stage: the loop
-        return ii, need(a3), found
+        return ii, need(a3), found, shared_overflow(ex, a3, m)
 
     found = annotate(ms, sched, ann, None)
-    first, stages = need(found[1]), found[1].num_stages
-    if first <= m.smem_bytes or stages == 1:
+    first, stages, over = need(found[1]), found[1].num_stages, shared_overflow(ex, found[1], m)
+    if over <= 0 or stages == 1:
         return found
-    tries, budget, over = [], ms.smem_bytes, first - m.smem_bytes
+    tries, budget = [], ms.smem_bytes
     step = min((n // v for v, n in shared_memory(ex, found[1]).values() if v), default=16)  # one buffer version
     for _ in range(FIT_ROUNDS):   # the solver's memory rule, tightened by what TVM's versions overflowed
         budget -= max(over, step)
@@ -125,7 +183,7 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
             tries.append(plan_with(tight, s0, a0, None))
         except (UnsupportedLoopError, InfeasibleError):
             break
-        over = tries[-1][1] - m.smem_bytes
+        over = tries[-1][3]
         if over <= 0:
             break
     for cap in range(stages - 1, 0, -1):
@@ -133,12 +191,16 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
             tries.append(plan_with(ms, sched, ann, cap))
         except (UnsupportedLoopError, InfeasibleError):
             continue
-    fits = [t for t in tries if t[1] <= m.smem_bytes]
-    if not fits:  # not even one version of each buffer fits: the loop's own allocation, left as it is
-        return found
-    ii, used, (s3, a3, sv3, d3) = min(fits, key=lambda t: (t[0], t[1]))
-    return s3, a3, sv3, (f"{d3}{FIT_NOTE}buffer versions of the {stages}-stage plan need {first} B, more "
-                         f"than the {m.smem_bytes} B a block has; the best plan that fits has {a3.num_stages} "
+    fits = [t for t in tries if t[3] <= 0]
+    if not fits:  # not even one version of each buffer fits: the loop as written does not either
+        raise UnsupportedLoopError(
+            f"loop '{ex.loop}': its buffers exceed the shared memory limits even unpipelined (one version "
+            f"each; the {stages}-stage plan needs {first} B, {_over(ex, found[1], m)}): use smaller tiles"
+            + (" or the dynamic pool (cache_read/cache_write scope 'shared.dyn')"
+               if shared_by_scope(ex, found[1])[STATIC] else ""))
+    ii, used, (s3, a3, sv3, d3), _ = min(fits, key=lambda t: (t[0], t[1]))
+    return s3, a3, sv3, (f"{d3}{FIT_NOTE}buffer versions of the {stages}-stage plan need {first} B, "
+                         f"{_over(ex, found[1], m)}; the best plan that fits has {a3.num_stages} "
                          f"stage(s) ({used} B, II {ii * ex.quantum} cycles)")
 
 

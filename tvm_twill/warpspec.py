@@ -25,12 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .errors import InputError, TwillError, UnsupportedLoopError
+from .frontend.costs import CP_ASYNC_BYTES
 from .frontend.ir import thread_extents
 from .model.arch import parse_arch
 from .model import Schedule
 from .model.groups import group_order, split_consumers
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
 from .report import register_peaks
+from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, shared_limits
 from .transforms import buffer_versions
 from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_facts import barrier_slots
@@ -225,6 +227,48 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
                                        f"{', '.join(map(str, order))}: ii {ii} cycles vs {one_ii * q} with one group")
 
 
+def _ring_fit(copies, depth: int, machine) -> tuple[int, int, str]:
+    """(the deepest ring depth <= ``depth`` that fits, bytes of one slot of every ring, the limit in words).
+
+    The rings keep their tiles' scope: static ones ("shared") and the mbarrier arrays (always static) within
+    ``STATIC_SMEM_BYTES``, everything within the block's ``smem_bytes``."""
+    slot: dict = {}
+    for st in copies:
+        for buf, nbytes in st.smem_writes.items():
+            slot[buf] = (max(slot.get(buf, (0, ""))[0], nbytes), st.smem_scopes.get(buf, STATIC))
+    static = sum(n for n, sc in slot.values() if not sc.startswith(DYNAMIC))
+    total = sum(n for n, _ in slot.values())
+    caps = shared_limits(machine)
+
+    def fits(d):
+        bars = 2 * 8 * barrier_slots(d)
+        return static * d + bars <= caps[STATIC] and total * d + bars <= caps[DYNAMIC]
+
+    fit = next((d for d in range(depth, 0, -1) if fits(d)), 0)
+    limit = (f"the {caps[STATIC]} B of static shared memory (scope 'shared') a kernel may declare"
+             if static and not (static * depth + 2 * 8 * barrier_slots(depth) <= caps[STATIC])
+             else f"the {caps[DYNAMIC]} B of shared memory a block has")
+    return fit, total, limit
+
+
+def _no_producer_copy(ex) -> str:
+    """Why no statement of ``ex`` can go to a producer warp: none copies global->shared, or the copies move
+    vectors cp.async cannot (it moves 4, 8 or 16 bytes per thread), or are not plain copies."""
+    found = [s for s in ex.stmts if s.kind == "copy"]
+    if not found:
+        return "has no global->shared copy for a producer warp"
+    parts = []
+    for s in found:
+        sizes = s.details.get("vector_bytes", ())
+        if sizes and any(v not in CP_ASYNC_BYTES for v in sizes):
+            parts.append(f"'{s.name}' moves {'/'.join(map(str, sizes))}-byte vectors per thread")
+        else:
+            parts.append(f"'{s.name}' is not a plain element-for-element copy")
+    return (f"has global->shared copies, but none a producer warp's cp.async can run ({'; '.join(parts)}; "
+            f"cp.async moves {', '.join(map(str, CP_ASYNC_BYTES))} bytes per thread): vectorize the copies to "
+            "one of those sizes")
+
+
 def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice, solve,
                              time_limit: float) -> WarpSpecialization:
     """Decide and (when chosen and ``apply``) write the warp specialization of ``ref`` (see module doc)."""
@@ -234,29 +278,23 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     ii_swp = swp_plan.schedule.ii * q
     copies = [s for s in ex.stmts if s.async_capable]
     if not copies:
+        why = _no_producer_copy(ex)
         if choice is True:
-            raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}' has no global->shared copy for "
-                                       "a producer warp")
-        return WarpSpecialization(False, "not specialized: the loop has no global->shared copy for a producer "
-                                  "warp", ii_swp, None)
+            raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}' {why}")
+        return WarpSpecialization(False, f"not specialized: the loop {why}", ii_swp, None)
     ann = swp_plan.annotation
     versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts])
     depth = max(2, max(versions.get(b, 1) for s in copies for b in s.writes))
     # every ring has the same depth: cap it where the rings (+ the mbarrier arrays) fill shared memory
-    slot = {}
-    for st in copies:
-        for buf, nbytes in st.smem_writes.items():
-            slot[buf] = max(slot.get(buf, 0), nbytes)
-    fit = (machine.smem_bytes - 2 * 8 * barrier_slots(depth)) // max(1, sum(slot.values()))
+    fit, slot, limit = _ring_fit(copies, depth, machine)
     depth_note = None
     if fit < depth:
-        depth_note = (f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {sum(slot.values())} B "
-                      f"exceed the {machine.smem_bytes} B of shared memory a block has")
+        depth_note = (f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {slot} B exceed {limit}")
         if fit < 2:
             if choice is True:
-                raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}': two ring slots of "
-                                           f"{sum(slot.values())} B do not fit the {machine.smem_bytes} B of shared "
-                                           "memory a block has: plan a smaller tile or without warp_specialize")
+                raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}': two ring slots of {slot} B "
+                                           f"do not fit {limit}: plan a smaller tile, the dynamic pool "
+                                           "('shared.dyn') or without warp_specialize")
             return WarpSpecialization(False, f"not specialized: {depth_note}", ii_swp, None)
         depth = fit
     names = {s.name for s in copies}
@@ -289,8 +327,9 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
         peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
         registers = None
-        if parse_arch(arch).setmaxnreg:
-            registers = register_budgets(_consumer_threads(sch.mod[ref.func]))
+        threads = _consumer_threads(sch.mod[ref.func])
+        if parse_arch(arch).setmaxnreg and threads % 128 == 0:  # setmaxnreg acts on whole warp groups
+            registers = register_budgets(threads)
             for role, need, have in zip(("producer", "consumer"), peak, registers):
                 if need > have:
                     raise UnsupportedLoopError(
@@ -334,6 +373,12 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_lim
     try:
         facts, report = emit_and_check(sch.mod, target)
         need = facts.shared_bytes
+        if smem_limit is not None and facts.static_bytes > min(STATIC_SMEM_BYTES, smem_limit):
+            raise UnsupportedLoopError(
+                f"warp specialization: the {ws.ring_depth}-slot rings and mbarriers need {facts.static_bytes} B of "
+                f"static shared memory (scope 'shared'), more than the {min(STATIC_SMEM_BYTES, smem_limit)} B a "
+                "kernel may declare: plan a smaller tile, the dynamic pool ('shared.dyn') or without "
+                "warp_specialize")
         if smem_limit is not None and need > smem_limit:
             swizzled = any("128-byte swizzle" in s for s in facts.operand_layouts)
             if swizzled and WS_SWIZZLE not in (sch.get(ref.rv).annotations or {}):

@@ -1,5 +1,5 @@
 """Reference workloads: TVM's own tensor-core GEMM schedule and its hand-written pipeline annotations,
-and an fp16 GEMM as dlight's ``gpu.Matmul`` rule schedules it.
+and an fp16 GEMM as dlight's ``gpu.Matmul`` rule schedules it; GEMVs with shared tiles.
 
 Used by the tests, the tutorials and the benchmarks as the loops to pipeline
 and the hand annotations to beat.  Not part of the pipelining path.  Nothing
@@ -379,7 +379,7 @@ def wgmma_intrinsics(bn: int = 128) -> dict:
     return names
 
 
-def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True):
+def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True, vector: int = 8):
     """An fp16 "TN" GEMM ``C[i, j] = sum_k A[i, k] * B[j, k]`` (fp32 accumulation, A and B K-major) for
     one Hopper warp group per block on wgmma (sm_90a).  Returns ``(sch, k0, k1)``.
 
@@ -390,6 +390,7 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True):
     (128, bn / 2) fragment per block, zeroed before k0 and stored after it.  ``tensorize=False`` leaves
     the three blocks as plain TIR with the same loops and layouts (the reference the tensorize check
     compares against, and runnable on a CPU with ``thread_bindings=False`` applied by the caller).
+    ``vector``: fp16 elements per copy vector (8: 16 bytes, what TMA needs; 4: 8-byte ``cp.async`` copies).
     """
     from tvm import s_tir, te
 
@@ -416,7 +417,7 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True):
     for idx in (0, 1):
         tile = sch.cache_read(blk, idx, "shared.dyn")
         sch.compute_at(tile, k0)
-        _, tx, vec = sch.split(sch.fuse(*sch.get_loops(tile)[-2:]), [None, 128, 8])
+        _, tx, vec = sch.split(sch.fuse(*sch.get_loops(tile)[-2:]), [None, 128, vector])
         sch.bind(tx, "threadIdx.x")
         sch.vectorize(vec)
     def core_matrices(rows):  # (row, k) -> (row tile, k tile, k // 8, row // 8, row % 8, k % 8)
@@ -431,3 +432,51 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True):
         sch.tensorize(sch.get_loops(init)[-2], names["fill"])
         sch.tensorize(sch.get_loops(acc)[-2], names["store"])
     return sch, k0, k1
+
+
+def gemv(m: int = 4096, k: int = 4096, *, bm: int = 32, bk: int = 256, scope: str = "shared",
+         vector: int | None = 8, dtype: str = "float16", outputs: int = 1):
+    """``outputs`` GEMVs ``Y_o[i] = sum_k A_o[i, k] * X_o[k]`` (fp32 accumulation) in one function, each with
+    the same schedule; returns ``(sch, [k0 of each])``.
+
+    Per GEMV: ``bm`` rows per block (blockIdx.x), one row per thread (``bm`` threads); the k loop split
+    by ``bk``; at each step of the outer k0 a ``bm x bk`` tile of A and ``bk`` elements of X are copied
+    into ``scope`` ("shared": static ``__shared__`` arrays, "shared.dyn": the dynamic pool) by the block's
+    threads, ``vector`` elements per thread and copy (None: one).  With ``outputs`` > 1 every GEMV has
+    loops of the same names (``k_0`` ...): the loops are told apart only by reference.
+    """
+    from tvm import s_tir, te
+
+    if m % bm or k % bk or (vector and bk % (bm * vector)):
+        raise InputError(f"gemv: m = {m} must be a multiple of bm = {bm}, k = {k} of bk = {bk}, and bk of "
+                         f"bm * vector = {bm * (vector or 1)}")
+    ins, outs = [], []
+
+    def product(a, x):
+        r = te.reduce_axis((0, k), name="k")
+        return te.compute((m,), lambda i: te.sum(a[i, r].astype("float32") * x[r].astype("float32"), axis=r),
+                          name=f"Y{len(outs)}")
+
+    for o in range(outputs):
+        ins += [te.placeholder((m, k), dtype, name=f"A{o}"), te.placeholder((k,), dtype, name=f"X{o}")]
+        outs.append(product(*ins[-2:]))
+    sch = s_tir.Schedule(te.create_prim_func([*ins, *outs]))
+    k0s = []
+    for o in range(outputs):
+        blk = sch.get_sblock(f"Y{o}")
+        i, kk = sch.get_loops(blk)
+        i0, i1 = sch.split(i, [None, bm])
+        k0, _ = sch.split(kk, [None, bk])
+        sch.bind(i0, "blockIdx.x")
+        sch.bind(i1, "threadIdx.x")
+        for idx in (0, 1):
+            tile = sch.cache_read(blk, idx, scope)
+            sch.compute_at(tile, k0)
+            loops = sch.get_loops(tile)[-2:] if idx == 0 else sch.get_loops(tile)[-1:]
+            fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+            parts = sch.split(fused, [None, bm, vector] if vector else [None, bm])
+            sch.bind(parts[1], "threadIdx.x")
+            if vector:
+                sch.vectorize(parts[2])
+        k0s.append(k0)
+    return sch, k0s

@@ -11,13 +11,13 @@ One module per concern, each importing TVM's namespaces only through ``ir``:
 """
 from .costs import DEFAULT_QUANTUM, DRAM_LATENCY_CYCLES, StmtInfo
 from .extract import Extraction, extract_loop
-from .loops import (LoopRef, annotated_pipeline_loops, local_stage_blocks, pipeline_nests, read_annotation,
-                    resolve_loop, scratch_schedule)
+from .loops import (LoopRef, annotated_pipeline_loops, local_stage_blocks, loop_rv, pipeline_nests, read_annotation,
+                    resolve_loop, schedule_loops, scratch_schedule)
 from .lowering import (ASYNC_COPY_CONFIG, KernelInfo, compile_cuda, inject_pipeline, kernel_info, lower_to_pipeline,
                        pipeline_prefix_passes)
 from .target import machine_for, parse_target
 
 __all__ = ["ASYNC_COPY_CONFIG", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "Extraction", "KernelInfo", "LoopRef",
            "StmtInfo", "annotated_pipeline_loops", "compile_cuda", "extract_loop", "inject_pipeline", "kernel_info",
-           "local_stage_blocks", "lower_to_pipeline", "machine_for", "parse_target", "pipeline_nests",
-           "pipeline_prefix_passes", "read_annotation", "resolve_loop", "scratch_schedule"]
+           "local_stage_blocks", "loop_rv", "lower_to_pipeline", "machine_for", "parse_target", "pipeline_nests",
+           "pipeline_prefix_passes", "read_annotation", "resolve_loop", "schedule_loops", "scratch_schedule"]

@@ -68,16 +68,17 @@ from ..errors import UnsupportedLoopError
 from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
 from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir,
-                 scope_of, thread_extents, tirx, tvm, tvm_ffi)
+                 scope_of, thread_extents, tirx, tvm, tvm_ffi, vector_lanes)
 from .loops import LoopRef, pipeline_children
 
-__all__ = ["DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
+__all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
 
 #: Cycles per model time unit (see the module docstring).
 DEFAULT_QUANTUM = 16
 #: Unloaded DRAM access latency in cycles, order of magnitude from published
 #: microbenchmarks of A100/H100 (about 400-600 cycles); loaded latency is higher.
 DRAM_LATENCY_CYCLES = 500
+CP_ASYNC_BYTES = (4, 8, 16)  #: bytes one cp.async (``cp.async.ca/cg.shared.global``) moves per thread
 
 _SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt",
               "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
@@ -93,6 +94,7 @@ class StmtInfo:
     ``writes`` are buffer names (TVM's statement-level regions); ``exposed``
     the reads that see a value from before the statement; ``smem_writes``
     bytes of each shared tile written per iteration (with padding);
+    ``smem_scopes`` their scopes ("shared": static arrays, "shared.dyn": the dynamic pool);
     ``reg_writes`` registers per thread of each register-scope tile it
     writes (accumulators excluded); ``async_capable``: a plain
     global->shared copy that cp.async can run (4/8/16-byte vectors).
@@ -108,6 +110,7 @@ class StmtInfo:
     exposed: tuple[str, ...]
     smem_writes: dict = field(default_factory=dict)
     reg_writes: dict = field(default_factory=dict)
+    smem_scopes: dict = field(default_factory=dict)
     async_capable: bool = False
     description: str = ""
     details: dict = field(default_factory=dict, compare=False)
@@ -407,7 +410,7 @@ class StatementAnalyzer:
         rnames = _unique_names([r.source for r in reads] + true_reads)
         wnames = _unique_names(w.source for w in writes)
         exposed = [n for n in exposed if n in rnames]
-        smem_writes = {}
+        smem_writes, smem_scopes = {}, {}
         for w in writes:
             if is_shared(scope_of(w.source)):
                 # all threads' stores (the region alone is per thread when threads are bound outside
@@ -415,20 +418,22 @@ class StatementAnalyzer:
                 stored = sum(lf.count * n for lf in leaves for b, n in lf.writes if b.same_as(w.source))
                 allocated = self.alloc_bytes.get(w.source.name, 0)  # one iteration's tile, as TVM versions it
                 smem_writes[w.source.name] = int(max(stored, _padded_bytes(w, self.aligns), allocated))
+                smem_scopes[w.source.name] = scope_of(w.source)
         reg_writes = {}
         for w in writes:
             if is_register(scope_of(w.source)) and w.source.name not in exposed:
                 total = sum(lf.count * n for lf in leaves for b, n in lf.writes if b.same_as(w.source))
                 reg_writes[w.source.name] = math.ceil(total / (self.threads_per_block * 4))
-        async_ok = bool(leaves) and all(lf.kind == "copy" and lf.plain_copy and lf.vector_bytes * _vec_lanes(stmt)
-                                        in (4, 8, 16) for lf in leaves)
+        moved = tuple(sorted({int(lf.vector_bytes * vector_lanes(stmt)) for lf in leaves if lf.kind == "copy"}))
+        async_ok = (bool(leaves) and all(lf.kind == "copy" and lf.plain_copy for lf in leaves)
+                    and set(moved) <= set(CP_ASYNC_BYTES))
         kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "empty")
         name = _stmt_name(stmt, leaves, index, self.lowered)
         desc = _describe(kind, kinds, leaves, copy_bytes, work, async_ok)
         return StmtInfo(index=index, name=name, kind=kind, work=work, latency=latency, reads=tuple(rnames),
                         writes=tuple(wnames), exposed=tuple(exposed), smem_writes=smem_writes, reg_writes=reg_writes,
-                        async_capable=async_ok, description=desc,
-                        details={"kinds": tuple(kinds), "copy_bytes": copy_bytes,
+                        smem_scopes=smem_scopes, async_capable=async_ok, description=desc,
+                        details={"kinds": tuple(kinds), "copy_bytes": copy_bytes, "vector_bytes": moved,
                                  "leaves": tuple(lf.name for lf in leaves)})
 
     def analyze_nested(self, index: int, inner, ann: PipelineAnnotation, statements=None) -> list[StmtInfo]:
@@ -482,6 +487,7 @@ class StatementAnalyzer:
                 reads=tuple(reads), writes=tuple(writes), exposed=tuple(exposed),
                 smem_writes=_sum_dicts({b: cnt[i] * v for b, v in infos[i].smem_writes.items()} for i in present),
                 reg_writes=_sum_dicts({b: cnt[i] * r for b, r in infos[i].reg_writes.items()} for i in present),
+                smem_scopes={b: sc for i in present for b, sc in infos[i].smem_scopes.items()},
                 async_capable=False, description=desc,
                 details={"kinds": kinds, "inner": name, "counts": tuple(cnt),
                          "leaves": tuple(lf.name for i in present for lf in leaves[i])}))
@@ -505,20 +511,6 @@ def _sum_dicts(dicts) -> dict:
         for k, v in d.items():
             out[k] = out.get(k, 0) + v
     return out
-
-
-def _vec_lanes(stmt) -> int:
-    """Lanes of the vectorized loop around a copy (1 when not vectorized)."""
-    lanes = [1]
-
-    def visit(s):
-        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.VECTORIZED:
-            lanes[0] = max(lanes[0], const_int(s.extent) or 1)
-        for c in children(s):
-            visit(c)
-
-    visit(stmt)
-    return lanes[0]
 
 
 def _unique_names(bufs) -> list[str]:

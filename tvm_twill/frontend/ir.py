@@ -18,9 +18,9 @@ from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for th
 __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
            "children", "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
-           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "splice_passes", "stock_finalize_passes",
-           "stock_s_tir_passes", "substitute",
-           "thread_extents", "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "walk_stmts"]
+           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "splice_passes",
+           "stock_finalize_passes", "stock_s_tir_passes", "substitute", "thread_extents", "tir_pipeline_registry",
+           "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
 #: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
@@ -100,6 +100,20 @@ def has_block(stmt) -> bool:
     if isinstance(stmt, s_tir.SBlockRealize):
         return True
     return any(has_block(c) for c in children(stmt))
+
+
+def vector_lanes(stmt) -> int:
+    """Lanes of the widest vectorized loop in ``stmt`` (1 when there is none)."""
+    lanes = [1]
+
+    def visit(s):
+        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.VECTORIZED:
+            lanes[0] = max(lanes[0], const_int(s.extent) or 1)
+        for c in children(s):
+            visit(c)
+
+    visit(stmt)
+    return lanes[0]
 
 
 def walk_stmts(stmt):
@@ -234,15 +248,16 @@ def stock_s_tir_passes() -> list:
             _CaptureSequential.captured = []
 
 
-def splice_passes(passes: list, after: str, extra: list) -> list:
-    """``passes`` with ``extra`` inserted right after the first pass named ``after`` (``pass.info.name``).
+def splice_passes(passes: list, at: str, extra: list, before: bool = False) -> list:
+    """``passes`` with ``extra`` inserted right after (``before``: right before) the first pass named ``at``
+    (``pass.info.name``).
 
     Raises RuntimeError when there is no such pass: TVM's pipeline changed and the splice point must be
     revisited (an internal error, not the user's)."""
     names = [p.info.name for p in passes]
-    if after not in names:
-        raise RuntimeError(f"TVM's s_tir pipeline has no pass '{after}' to insert after (passes: {names})")
-    i = names.index(after) + 1
+    if at not in names:
+        raise RuntimeError(f"TVM's s_tir pipeline has no pass '{at}' to insert at (passes: {names})")
+    i = names.index(at) + (0 if before else 1)
     return passes[:i] + list(extra) + passes[i:]
 def meta_schedule_verify_gpu_code():
     """TVM's ``VerifyGPUCode`` postprocessor class (the target's thread, shared-memory and register limits)."""

@@ -8,14 +8,15 @@ children of a loop body the way TVM's pass does (a predicate-free child
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InputError, UnsupportedLoopError
 from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
 from .ir import MANIFEST_LOCAL_STAGE, children, is_true, prim_functions, s_tir, tirx, walk_stmts
 
-__all__ = ["LoopRef", "annotated_pipeline_loops", "local_stage_blocks", "loop_body_allocations", "pipeline_children",
-           "pipeline_nests", "read_annotation", "resolve_loop", "scratch_schedule"]
+__all__ = ["LoopRef", "annotated_pipeline_loops", "local_stage_blocks", "loop_body_allocations", "loop_rv",
+           "pipeline_children", "pipeline_nests", "read_annotation", "resolve_loop", "schedule_loops",
+           "scratch_schedule"]
 
 
 @dataclass(frozen=True)
@@ -148,20 +149,48 @@ def scratch_schedule(sch):
     return s_tir.Schedule(sch.mod)
 
 
+def schedule_loops(sch) -> list:
+    """``(function name, LoopRV, For node)`` of every loop of ``sch`` that holds a block, by reference:
+    from each function's root block down through ``get_child_blocks`` / ``get_loops``, so loops that share
+    a name stay apart.  Raises UnsupportedLoopError when a function's root block cannot be found by its
+    name (another block has it)."""
+    out, seen = [], []
+    for fname, func in prim_functions(sch):
+        body = func.body
+        if not isinstance(body, s_tir.SBlockRealize):
+            continue
+        try:
+            stack = [sch.get_sblock(body.block.name_hint, func_name=fname)]
+        except Exception as err:  # noqa: BLE001 - TVM raises its own error types for an ambiguous name
+            raise UnsupportedLoopError(f"function '{fname}': its root block '{body.block.name_hint}' cannot be "
+                                       f"found by name ({type(err).__name__}): rename the other block") from None
+        while stack:
+            blk = stack.pop()
+            for rv in sch.get_loops(blk):
+                node = sch.get(rv)
+                if not any(node.same_as(n) for n in seen):
+                    seen.append(node)
+                    out.append((fname, rv, node))
+            stack.extend(reversed(sch.get_child_blocks(blk)))
+    return out
+
+
+def loop_rv(sch, node):
+    """The LoopRV of the For ``node`` in ``sch`` (a schedule over IR that contains that very node, such as a
+    ``scratch_schedule``), found by reference; UnsupportedLoopError when ``sch`` has no such loop."""
+    rv = next((r for _, r, n in schedule_loops(sch) if n.same_as(node)), None)
+    if rv is None:
+        raise UnsupportedLoopError(f"loop '{node.loop_var.name}' is not a loop of this schedule's IR")
+    return rv
+
+
 def annotated_pipeline_loops(sch) -> list:
     """LoopRefs of every loop of ``sch`` that carries a software-pipeline annotation,
-    outermost first (the loops MetaSchedule's tensor-core rule annotated)."""
-    found: list = []
-
-    def walk(stmt):
-        if isinstance(stmt, tirx.For) and read_annotation(stmt) is not None:
-            found.append(stmt.loop_var.name)
-        for c in children(stmt):
-            walk(c)
-
-    for _, func in prim_functions(sch):
-        walk(func.body)
-    return [resolve_loop(sch, name) for name in found]
+    outermost first (the loops MetaSchedule's tensor-core rule annotated), found by reference
+    (``schedule_loops``): loops that share a name are told apart."""
+    refs = [replace(resolve_loop(sch, rv), func=fname) for fname, rv, node in schedule_loops(sch)
+            if read_annotation(node) is not None]
+    return sorted(refs, key=lambda r: len(r.ancestors))  # stable: outer before inner, program order within
 
 
 

@@ -62,6 +62,7 @@ from ..model.wgmma_layout import ATOM_BYTES
 from . import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
 from .consumer_order import Ordering, read_order
+from .proxy_fence import consumer_fence
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
 from .ws_facts import WsKernelFacts, barrier_slots
 
@@ -183,7 +184,8 @@ def _parse_copy(stmt, shared_bufs) -> _Copy | None:
         for idx in (node.indices[0], val.indices[0]):
             step = ana.simplify(_subst(idx, [(v, v + 1)]) - idx)
             if const_int(step) != 1:
-                _fail(f"the vectorized copy into '{dst.name}' is not contiguous")
+                _fail(f"the vectorized copy into '{dst.name}' is not proven contiguous (TVM's analyzer does not "
+                      "reduce its index step per vector lane to 1)")
     return _Copy(stmt=stmt, dst=dst, loops=loops, vec=vec, guards=guards, store=node)
 
 
@@ -328,7 +330,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     # read may take the 128-byte swizzle (wgmma_swizzle): 1024 bytes longer, used from a 1024-byte boundary
     rings = {}
     ring_allocs = []
-    ring_bytes = 0
+    ring_bytes = static_ring_bytes = 0
     slot_align = TENSOR_ALIGN if bulk else 16
     tensor_ok = bulk and not _static_shared(func.body) and all(a.buffer.scope() == "shared.dyn" for a in tile_allocs)
 
@@ -357,6 +359,7 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
             pads[b] = (tirx.Var(f"ws_pad{len(pads)}", "int32"), ring, eb)
         ring_allocs.append(tirx.AllocBuffer(ring, {"buffer_data_alignment": 128}))
         ring_bytes += (depth * n + extra) * eb
+        static_ring_bytes += (depth * n + extra) * eb if b.scope() == "shared" else 0
     # barrier arrays padded to 64 bytes each: the static shared memory before the dynamic pool stays a
     # multiple of 128 bytes, so the rings of the pool keep the 128-byte alignment TMA tensor copies need
     nbar = barrier_slots(depth)
@@ -502,6 +505,8 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
         return tirx.SeqStmt([tirx.Evaluate(T.cuda.warp_sync()), tirx.IfThenElse(
             lane == 0, tirx.Evaluate(T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]))), None)])
     head = [_wait(full.ptr_to([slot_c]), phase_c, caps.try_wait, done)]
+    if not bulk and _ov.has_wgmma(cons_stmts):   # cp.async writes in the generic proxy, wgmma reads in the async
+        head.append(consumer_fence())             # one: the reader fences after the acquire (proxy_fence)
     if overlap is None:
         overlap = _flag(loop, WS_WGMMA_OVERLAP)
     ov = _ov.overlap_groups(cons_stmts, depth) if overlap else None
@@ -583,7 +588,8 @@ def warp_specialize_func(func, arch: str, overlap: bool | None = None):
     tail_n = const_int(tail.extent)
     facts = WsKernelFacts(depth=depth, consumer_threads=n_threads, producer_threads=producer_threads,
                           copy="bulk" if bulk else "cp.async", full_count=full_count, empty_count=n_cwarps,
-                          ring_bytes=ring_bytes, registers=regs if use_setmaxnreg else None,
+                          ring_bytes=ring_bytes, static_ring_bytes=static_ring_bytes,
+                          registers=regs if use_setmaxnreg else None,
                           producer_statements=len(copies),
                           producer_parities=parities(prod_parity, it),
                           consumer_parities=parities(phase_c, it_c), tail_acquires=tail_n,

@@ -23,6 +23,7 @@ class WsKernelFacts:
     full_count: int                # mbarrier.init count of every full barrier
     empty_count: int               # mbarrier.init count of every empty barrier (consumer warps)
     ring_bytes: int                # shared bytes of all rings
+    static_ring_bytes: int         # of those, in static __shared__ arrays (tiles of scope "shared")
     registers: tuple[int, int] | None   # setmaxnreg (producer, consumer), None when not emitted
     producer_statements: int
     producer_parities: tuple[int, ...] = ()   # parity the producer waits on empty[s], iterations 0..2*depth
@@ -46,6 +47,12 @@ class WsKernelFacts:
     def shared_bytes(self) -> int:
         """Shared memory the kernel's rings and mbarrier arrays take."""
         return self.ring_bytes + 2 * 8 * barrier_slots(self.depth)
+
+    @property
+    def static_bytes(self) -> int:
+        """Of ``shared_bytes``, what lives in static ``__shared__`` arrays (static rings, the mbarrier arrays):
+        ptxas's ``smem`` figure for the kernel when it has no other static shared memory."""
+        return self.static_ring_bytes + 2 * 8 * barrier_slots(self.depth)
 
     def ring_protocol(self):
         """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""

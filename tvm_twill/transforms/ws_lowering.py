@@ -13,7 +13,10 @@ registers; a no-op on kernels without one, so the pipeline also compiles
 plain wgmma kernels) and the rewrite, which model checks the protocol it
 emitted and refuses the kernel when it fails; and one check at the end, on
 the final TIR: no ``__syncthreads`` inside a role branch (TVM's ThreadSync
-runs after the rewrite; the rewrite places its own barriers).
+runs after the rewrite; the rewrite places its own barriers).  ``transforms.proxy_fence`` is spliced in
+before MergeSharedMemoryAllocations, once ThreadSync has placed the barriers
+and the async copies are lowered: ``fence.proxy.async`` where generic writes
+to shared memory feed wgmma.
 """
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ from ..model.pipeline import WS_DEPTH
 from ..model.protocol import check_ring
 from . import warp_specialize as _ws
 from .fragments import shrink_thread_fragments_pass
+from .proxy_fence import proxy_fence_pass
 
-__all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches", "warp_specialize_pass",
-           "ws_passes"]
+__all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches",
+           "warp_specialize_pass", "ws_passes"]
 
 #: Name of the registered TIR pipeline: ``tvm.compile(mod, target, tir_pipeline=WS_PIPELINE)``.
 WS_PIPELINE = "tvm_twill_ws"
@@ -106,9 +110,10 @@ def verify_role_branches(mod, _ctx):
 
 def ws_passes() -> list:
     """TVM's own s_tir pass list under the current PassContext, with the rewrite spliced in after
-    FlattenBuffer and the role-branch check at the end."""
+    FlattenBuffer, the proxy fences before MergeSharedMemoryAllocations and the role-branch check at the end."""
     passes = splice_passes(stock_s_tir_passes(), "tirx.FlattenBuffer",
                            [shrink_thread_fragments_pass, warp_specialize_pass])
+    passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [proxy_fence_pass], before=True)
     return passes + [verify_role_branches]
 
 
