@@ -33,7 +33,7 @@ def test_the_plan_fits_every_shared_memory_limit(limit):
         assert "to stage 0: " in dict(plan.sync_copies)["A_shared.dyn"]
     else:   # the first plan's versions overflowed: said, with what was chosen instead
         assert f"more than the {limit} B a block has; the best plan that fits has " \
-               f"{plan.annotation.num_stages} stage(s) (" in text and f"total {plan.smem_bytes} B of {limit} B" in text
+               f"{plan.annotation.num_stages} stage(s) (" in text and f"dynamic {plan.smem_bytes} B of the {limit} B a block has" in text
 
 
 def test_one_byte_short_costs_no_more_than_a_much_smaller_limit():
