@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from common import cpu_name, git_commit  # noqa: E402
+from common import cpu_name, git_commit
 
 try:
     import tvm_twill  # noqa: F401  (no TVM yet: worker processes re-import this script)
@@ -77,15 +77,17 @@ def compile_planned(plan) -> dict:
 
 def run_arch(arch: str, args, cfg) -> dict:
     from tvm_twill import plan_module
-    from tvm_twill.llama import scheduled_module
+    from tvm_twill.llama import dlight_arch, scheduled_module
 
     t = time.perf_counter()
     mod = scheduled_module(cfg, arch)
     build_s = time.perf_counter() - t
     plan = plan_module(mod, arch, max_workers=args.workers, time_limit=args.time_limit)
-    print(f"\n== {arch}: model built and scheduled by dlight in {build_s:.1f} s")
+    sched = dlight_arch(arch)
+    note = "" if sched == arch else f" (for {sched}: dlight reads no arch suffix and would use no tensor cores)"
+    print(f"\n== {arch}: model built and scheduled by dlight{note} in {build_s:.1f} s")
     print(plan.summary())
-    row = {"arch": arch, "build_s": build_s, **plan.to_dict()}
+    row = {"arch": arch, "dlight_arch": sched, "build_s": build_s, **plan.to_dict()}
     if args.compare_serial:
         serial = plan_module(mod, arch, max_workers=1, time_limit=args.time_limit)
         # the same outcomes, and the same module to the letter (names included)
@@ -105,14 +107,14 @@ def markdown(doc: dict) -> str:
     L = ["# plan_model: every pipeline of a small Llama-class model, planned by plan_module", "",
          f"Command: `{doc['command']}`  ", f"Host: {doc['host']}, {doc['cpus']} CPUs; commit {doc['commit']}  ",
          f"Model: {doc['model']}", "",
-         "Predicted change: the model's estimate (sum over nests of model ii x trip count, cycles per "
-         "thread block), not a measurement.", "",
-         "| arch | kernels | nests | planned | kept | solves (reused) | solver s | wall s (workers) | wall s serial "
-         "| identical | before | after | change |", "| --- " * 13 + "|"]
+         ("Predicted change: the model's estimate (sum over nests of model ii x trip count, cycles per "
+          "thread block), not a measurement."), "",
+         ("| arch | dlight for | kernels | nests | planned | kept | solves (reused) | solver s | wall s (workers) "
+          "| wall s serial | identical | before | after | change |"), "| --- " * 14 + "|"]
     for r in doc["rows"]:
         p, s = r["predicted"], r.get("serial", {})
         reused = sum(lo["reused"] for lo in r["loops"])
-        L.append(f"| {r['arch']} | {r['kernels']} | {r['nests']} | {r['planned']} | {r['kept']} | {r['solves']} "
+        L.append(f"| {r['arch']} | {r['dlight_arch']} | {r['kernels']} | {r['nests']} | {r['planned']} | {r['kept']} | {r['solves']} "
                  f"({reused}) | {r['solve_s']:.2f} | {r['wall_s']:.2f} ({r['workers']}) | "
                  f"{s.get('wall_s', float('nan')):.2f} | {s.get('identical', '-')} | {p['before']} | {p['after']} | "
                  f"{p['change']:+.1%} |")

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import InputError
-from .frontend.ir import tvm
+from .frontend.ir import dlight, relax_frontend, tvm
 
-__all__ = ["LlamaConfig", "build_model", "lowered_module", "scheduled_module"]
+__all__ = ["LlamaConfig", "build_model", "dlight_arch", "lowered_module", "scheduled_module"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class LlamaConfig:
 
 def build_model(cfg: LlamaConfig):
     """The ``nn.Module`` (weights are parameters: nothing is allocated)."""
-    from tvm.relax.frontend import nn
+    _, nn = relax_frontend()
 
     def linear(i, o):
         return nn.Linear(i, o, bias=False, dtype="float16")
@@ -89,9 +89,7 @@ def build_model(cfg: LlamaConfig):
 
 def lowered_module(cfg: LlamaConfig):
     """The model's IRModule after relax's lowering: a relax ``forward`` and one PrimFunc per fused op."""
-    from tvm import relax
-    from tvm.relax.frontend import nn
-
+    relax, nn = relax_frontend()
     mod, _ = build_model(cfg).export_tvm(spec={"forward": {"x": nn.spec.Tensor([1, cfg.seq, cfg.hidden],
                                                                               "float16")}})
     seq = tvm.transform.Sequential([relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
@@ -100,12 +98,22 @@ def lowered_module(cfg: LlamaConfig):
     return seq(mod)
 
 
-def scheduled_module(cfg: LlamaConfig, arch: str = "sm_80", matmul_rule=None):
-    """``lowered_module`` with every PrimFunc scheduled by dlight for ``arch`` (``matmul_rule``: the rule
-    in the place of ``dl.gpu.Matmul()``, e.g. ``tvm_twill.dlight.AutoPipelined(dl.gpu.Matmul())``)."""
-    import tvm.s_tir.dlight as dl
+def dlight_arch(arch: str) -> str:
+    """The arch dlight schedules for: ``arch`` without an arch-specific suffix ("sm_90a" -> "sm_90").
 
+    dlight's ``Matmul`` rule reads the arch with ``check_sm_version``, which
+    takes only digits: for "sm_90a" it gets -1 and gives no matmul to tensor
+    cores (no pipelines at all).  The suffix only adds instructions
+    (wgmma, setmaxnreg) that dlight's schedules do not use, so the sm_90
+    schedule is the one to plan and compile for sm_90a."""
+    return arch[:-1] if arch[-1:] in ("a", "f") and arch[:-1].replace("sm_", "").isdigit() else arch
+
+
+def scheduled_module(cfg: LlamaConfig, arch: str = "sm_80", matmul_rule=None):
+    """``lowered_module`` with every PrimFunc scheduled by dlight for ``dlight_arch(arch)`` (``matmul_rule``:
+    the rule in the place of ``dl.gpu.Matmul()``, e.g. ``tvm_twill.dlight.AutoPipelined(dl.gpu.Matmul())``)."""
+    dl = dlight()
     rules = [matmul_rule if matmul_rule is not None else dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
              dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
-    with tvm.target.Target({"kind": "cuda", "arch": arch}):
+    with tvm.target.Target({"kind": "cuda", "arch": dlight_arch(arch)}):
         return dl.ApplyDefaultSchedule(*rules)(lowered_module(cfg))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 __all__ = ["LoopOutcome", "ModulePlan", "reason_group", "reason_of"]
 
@@ -74,7 +74,9 @@ class ModulePlan:
     ``loops`` (one ``LoopOutcome`` per pipeline nest, functions by name, nests in program order),
     ``kernels`` (PrimFuncs looked at), ``workers`` (the local pool's size, or the executor's type),
     ``rounds`` (planning rounds), ``solves`` (solver runs, ``solve_s`` seconds of solver time summed
-    over the workers), ``wall_s`` (the whole call), ``cache`` (``PlanCache.stats()`` after it)."""
+    over the workers), ``wall_s`` (the whole call), ``cache`` (``PlanCache.stats()`` after it), ``phases``
+    (seconds of ``wall_s``: "evaluate" the annotations as they were, "plan" the rounds with their solves,
+    "write" the plans)."""
 
     mod: object
     arch: str
@@ -86,6 +88,7 @@ class ModulePlan:
     solve_s: float
     wall_s: float
     cache: dict
+    phases: dict = field(default_factory=dict)
 
     @property
     def planned(self) -> list[LoopOutcome]:
@@ -116,14 +119,15 @@ class ModulePlan:
              "rounds": self.rounds, "solves": self.solves,
              "loops": [lo.to_dict(timings) for lo in self.loops]}
         if timings:
-            d.update(workers=str(self.workers), solve_s=self.solve_s, wall_s=self.wall_s, cache=self.cache)
+            d.update(workers=str(self.workers), solve_s=self.solve_s, wall_s=self.wall_s, cache=self.cache,
+                     phases=self.phases)
         return d
 
     def summary(self) -> str:
         """The report as text: counts, refusals by reason, the predicted change, times, one row per nest."""
         p = self.predicted()
-        lines = [f"plan_module for {self.arch}: {self.kernels} kernels, {len(self.loops)} pipeline nests: "
-                 f"{len(self.planned)} planned, {len(self.kept)} kept"]
+        lines = [(f"plan_module for {self.arch}: {self.kernels} kernels, {len(self.loops)} pipeline nests: "
+                  f"{len(self.planned)} planned, {len(self.kept)} kept")]
         if self.kept:
             lines.append("kept, by reason:")
             lines += [f"  {n} x {group}" for group, n in self.refusals()]
@@ -132,7 +136,8 @@ class ModulePlan:
                      f"({p['unknown']} unknown): before {p['before']} cycles, after {p['after']} cycles{change}")
         lines.append(f"solves: {self.solves} run in {self.solve_s:.2f} s of solver time, "
                      f"{sum(lo.reused for lo in self.loops)} reused; {self.rounds} rounds on "
-                     f"{self.workers} worker(s); wall time {self.wall_s:.2f} s")
+                     f"{self.workers} worker(s); wall time {self.wall_s:.2f} s"
+                     + (" (" + ", ".join(f"{k} {v:.2f} s" for k, v in self.phases.items()) + ")" if self.phases else ""))
         lines.append("| function | loops | outcome | staging | ii before | ii after | trips | solves | solve s |")
         lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for lo in self.loops:

@@ -72,7 +72,7 @@ class _Relay(PlanCache):
     """``auto_pipeline``'s cache during a round: the base cache's tables; a solve the base cache has not
     seen is answered from the workers' answers, or stops the attempt with ``_Missing``."""
 
-    def __init__(self, base: PlanCache, answers: dict):  # noqa: D107 - shares base's tables, makes none
+    def __init__(self, base: PlanCache, answers: dict):  # shares base's tables, makes none of its own
         self.solves, self.extractions, self.verdicts = base.solves, base.extractions, base.verdicts
         self.answers = answers
         self.keys: list[str] = []
@@ -152,13 +152,16 @@ def plan_module(mod, target, options: AutoPipelineOptions | None = None, *, exec
     nests, unlisted = _discover(funcs, staging)
     for nest in nests:
         _evaluate_before(nest, funcs[nest.func][1], target, opts)
+    phases = {"evaluate": time.perf_counter() - start}
     with _Solver(executor, max_workers) as solver:
         rounds = _run_rounds([j for n in nests for j in n.jobs], funcs, target, opts, base, solver)
+    phases["plan"] = time.perf_counter() - start - phases["evaluate"]
     out, loops = _write(mod, funcs, nests, base, solver.seconds)
+    wall = time.perf_counter() - start
+    phases["write"] = wall - phases["evaluate"] - phases["plan"]
     return ModulePlan(mod=out, arch=parse_target(target)[0], kernels=len(funcs), loops=tuple(unlisted + loops),
                       workers=solver.workers, rounds=rounds, solves=len(solver.seconds),
-                      solve_s=sum(solver.seconds.values()), wall_s=time.perf_counter() - start,
-                      cache=base.stats())
+                      solve_s=sum(solver.seconds.values()), wall_s=wall, cache=base.stats(), phases=phases)
 
 
 def _check(mod, target, options, executor, max_workers, staging, option_kw) -> AutoPipelineOptions:
