@@ -11,6 +11,7 @@ import pathlib
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -33,6 +34,9 @@ def test_refusals_are_grouped_by_reason_without_names_and_numbers():
     plan = _report(*kept, LoopOutcome("p", ("k",), "planned", ii_before=10, ii_after=8, trip_count=4))
     assert plan.refusals() == [("UnsupportedLoopError: loop '…' has N statements", 2), ("InfeasibleError: registers", 1)]
     assert reason_group("a 'x' 12") == reason_group("a 'yy' 3")
+    reused = "InfeasibleError: graph 'k1' has the dependence graph of 'k0' (ops by position), solved earlier: "
+    assert reason_group(reused + "graph 'k1' has no schedule") == reason_group("InfeasibleError: graph 'k0' has no "
+                                                                              "schedule")
     assert len(plan.planned) + len(plan.kept) == len(plan.loops) == 4
 
 
@@ -46,6 +50,21 @@ def test_predicted_change_sums_ii_times_trips_over_the_nests_known_both_ways():
     assert "not a measurement" in plan.summary()
 
 
+def test_a_worker_solves_without_tvm_and_its_answer_pickles():
+    code = ("import pickle, sys\n"
+            "from tvm_twill.model import get_machine, load_graph\n"
+            "from tvm_twill.solvers import SolveOptions\n"
+            "from tvm_twill.workers import solve_job\n"
+            "g = load_graph('tvm_twill/data/graphs/fa_fwd_fig1.json')\n"
+            "job = pickle.loads(pickle.dumps((g, get_machine('h100'), SolveOptions())))\n"
+            "kind, s, secs = pickle.loads(pickle.dumps(solve_job(*job)))\n"
+            "print(kind, s.ii, s.optimal, 'tvm' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["schedule", "2", "True", "False"]  # Figure 1's II, and no TVM in the worker
+
+
 # -- on TVM ------------------------------------------------------------------------------------
 tvm = pytest.importorskip("tvm")
 import tvm_twill
@@ -54,6 +73,7 @@ from tvm_twill.errors import InputError, UnsupportedTargetError
 from tvm_twill.frontend import compile_cuda, read_annotation
 from tvm_twill.frontend.ir import children
 from tvm_twill.llama import LlamaConfig, scheduled_module
+from tvm_twill.model import get_machine
 
 TINY = LlamaConfig(layers=1, hidden=128, heads=1, ffn=128, seq=128)
 CACHE = PlanCache()  # shared by the serial plan and the re-run that must solve nothing
@@ -145,6 +165,18 @@ def test_identical_loops_are_solved_once(tiny, serial):
     again = tvm_twill.plan_module(tiny[0], "sm_80", max_workers=1, cache=CACHE)
     assert again.solves == 0 and again.rounds == 1
     assert again.mod.script() == serial.mod.script()
+
+
+def test_nests_that_cannot_be_planned_keep_their_annotations_and_say_why(tiny):
+    # 8 registers per thread: no schedule of any loop fits (the solver's error comes back from a worker)
+    machine = replace(get_machine("a100"), name="few-registers", regs_per_thread_max=8)
+    plan = tvm_twill.plan_module(tiny[0], "sm_80", max_workers=2, machine=machine)
+    assert plan.loops and not plan.planned
+    ((group, n),) = plan.refusals()  # one reason, said once for both staging variants, for every nest
+    assert n == len(plan.loops) and group.startswith("InfeasibleError:") and "registers" in group
+    assert "direct:" not in group
+    assert plan.mod.script() == tiny[0].script()  # nothing written
+    assert all(lo.ii_after == lo.ii_before for lo in plan.loops)
 
 
 def test_bad_input_is_refused_with_one_line(tiny):

@@ -20,10 +20,14 @@ def reason_of(err) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
 
 
+#: The prefix ``solvers.memo`` puts on an error it found on another graph with the same dependences.
+_REUSED = re.compile(r"graph '[^']*' has the dependence graph of '[^']*' \(ops by position\), solved earlier: ")
+
+
 def reason_group(reason: str) -> str:
-    """The reason with names ('...') and numbers taken out, so that the same refusal of different loops
-    falls in one group."""
-    return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", reason))
+    """The reason with names ('...'), numbers and the cache's "solved earlier" prefix taken out, so that the
+    same refusal of different loops falls in one group."""
+    return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", _REUSED.sub("", reason)))
 
 
 @dataclass(frozen=True)

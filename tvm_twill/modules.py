@@ -291,7 +291,7 @@ def _run_rounds(jobs: list, funcs: dict, target, opts, base: PlanCache, solver: 
                 missing.setdefault(m.key, m)
                 waiting.append(job)
             except Exception as err:  # noqa: BLE001 - TwillError or TVM's: the nest keeps its annotation
-                job.error, job.keys = f"{job.variant}: {reason_of(err)}", tuple(relay.keys)
+                job.error, job.keys = reason_of(err), tuple(relay.keys)
         if missing:
             answers.update(solver.run(list(missing.values())))
         pending = waiting
@@ -311,7 +311,9 @@ def _choose(nest: _Nest) -> tuple[_Job | None, str]:
     """The variant to write (the smaller model ii; on a tie direct copies), or None and why not."""
     tried = [j for j in nest.jobs if j.plan is not None]
     if not tried:
-        return None, "; ".join(j.error for j in nest.jobs)
+        if len({j.error for j in nest.jobs}) == 1:  # every variant refused for the same reason: said once
+            return None, nest.jobs[0].error
+        return None, "; ".join(f"{j.variant}: {j.error}" for j in nest.jobs)
     best = min(tried, key=lambda j: (j.plan.ii_cycles, j.variant == "registers"))
     if nest.before is not None and nest.before < best.plan.ii_cycles:
         return None, (f"its annotation's model ii ({nest.before} cycles) is smaller than the best plan's "
