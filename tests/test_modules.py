@@ -15,7 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from tvm_twill.module_report import LoopOutcome, ModulePlan, reason_group
+from tvm_twill.errors import InputError, UnsupportedTargetError
+from tvm_twill.module_report import LoopOutcome, ModulePlan, reason_group, reason_of
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY_ARGS = ["--layers", "1", "--hidden", "128", "--heads", "1", "--ffn", "128", "--seq", "128"]
@@ -34,6 +35,8 @@ def test_refusals_are_grouped_by_reason_without_names_and_numbers():
     plan = _report(*kept, LoopOutcome("p", ("k",), "planned", ii_before=10, ii_after=8, trip_count=4))
     assert plan.refusals() == [("UnsupportedLoopError: loop '…' has N statements", 2), ("InfeasibleError: registers", 1)]
     assert reason_group("a 'x' 12") == reason_group("a 'yy' 3")
+    assert reason_of(InputError("bad")) == "InputError: bad"
+    assert reason_of(KeyError("k")) == "unexpected KeyError: 'k'"  # not a refusal tvm_twill meant
     reused = "InfeasibleError: graph 'k1' has the dependence graph of 'k0' (ops by position), solved earlier: "
     assert reason_group(reused + "graph 'k1' has no schedule") == reason_group("InfeasibleError: graph 'k0' has no "
                                                                               "schedule")
@@ -69,7 +72,6 @@ def test_a_worker_solves_without_tvm_and_its_answer_pickles():
 tvm = pytest.importorskip("tvm")
 import tvm_twill
 from tvm_twill.cache import PlanCache
-from tvm_twill.errors import InputError, UnsupportedTargetError
 from tvm_twill.frontend import compile_cuda, read_annotation
 from tvm_twill.frontend.ir import children
 from tvm_twill.llama import LlamaConfig, scheduled_module
@@ -187,6 +189,8 @@ def test_bad_input_is_refused_with_one_line(tiny):
         tvm_twill.plan_module(mod, "sm_80", max_workers=0)
     with pytest.raises(InputError, match="concurrent.futures.Executor"):
         tvm_twill.plan_module(mod, "sm_80", executor=object())
+    with pytest.raises(InputError, match="both executor and max_workers"):
+        tvm_twill.plan_module(mod, "sm_80", executor=ProcessPoolExecutor(1), max_workers=2)
     with pytest.raises(InputError, match="software pipelines only"):
         tvm_twill.plan_module(mod, "sm_80", warp_specialize=True)
     with pytest.raises(InputError, match="staging must be one of"):

@@ -174,6 +174,9 @@ def _check(mod, target, options, executor, max_workers, staging, option_kw) -> A
     if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)
                                     or max_workers < 1):
         raise InputError(f"max_workers must be an int >= 1, got {max_workers!r}")
+    if executor is not None and max_workers is not None:
+        raise InputError("plan_module got both executor and max_workers: size the executor yourself, or pass "
+                         "max_workers alone for a local process pool")
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise InputError(f"executor must be a concurrent.futures.Executor (with submit), got "
                          f"{type(executor).__name__}")
