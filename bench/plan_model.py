@@ -108,7 +108,12 @@ def markdown(doc: dict) -> str:
          f"Command: `{doc['command']}`  ", f"Host: {doc['host']}, {doc['cpus']} CPUs; commit {doc['commit']}  ",
          f"Model: {doc['model']}", "",
          ("Predicted change: the model's estimate (sum over nests of model ii x trip count, cycles per "
-          "thread block), not a measurement."), "",
+          "thread block), not a measurement."),
+         ("Wall times: the whole `plan_module` call (evaluating the annotations as dlight wrote them, the "
+          "planning rounds with their solves, writing), with the solves on a local process pool and serially "
+          "(1 worker); identical: the same report and the same module text.  The gain of a pool is bounded "
+          "by the longest chain of solves of one nest (one per round) and by the cache, which answers every "
+          "nest of the same shape as one already solved.  'dlight for': the arch dlight scheduled for."), "",
          ("| arch | dlight for | kernels | nests | planned | kept | solves (reused) | solver s | wall s (workers) "
           "| wall s serial | identical | before | after | change |"), "| --- " * 14 + "|"]
     for r in doc["rows"]:
