@@ -181,6 +181,15 @@ def test_nests_that_cannot_be_planned_keep_their_annotations_and_say_why(tiny):
     assert all(lo.ii_after == lo.ii_before for lo in plan.loops)
 
 
+def test_outcomes_the_time_limit_cut_short_are_flagged(tiny, serial):
+    assert not any(lo.time_limited for lo in serial.loops)  # 10 s per solve: every answer proven
+    plan = tvm_twill.plan_module(tiny[0], "sm_80", max_workers=1, time_limit=1e-6)
+    limited = [lo for lo in plan.loops if lo.time_limited]
+    assert limited, plan.summary()  # no proof fits in a microsecond: each nest is an anytime answer or none
+    assert all(lo.time_limited for lo in plan.kept if "SolverTimeoutError" in lo.reason)
+    assert "met the time limit" in plan.summary()
+
+
 def test_bad_input_is_refused_with_one_line(tiny):
     mod = tiny[0]
     with pytest.raises(InputError, match="takes a tvm.IRModule"):

@@ -48,7 +48,10 @@ class LoopOutcome:
     model ii of each variant planned.  ``solves``: solver runs this nest
     caused in this call (``solve_s`` seconds of solver time, measured where
     they ran); ``reused``: solves answered by the cache (an identical loop
-    solved before).
+    solved before).  ``time_limited``: a solve of this nest (any variant)
+    was cut short by the time limit (a schedule not proven optimal, or none
+    in time): its outcome depends on machine speed and load, so it may differ
+    between runs and executors; a larger ``time_limit`` makes it reproducible.
     """
 
     func: str
@@ -63,6 +66,7 @@ class LoopOutcome:
     solves: int = 0
     reused: int = 0
     solve_s: float = 0.0
+    time_limited: bool = False
 
     @property
     def planned(self) -> bool:
@@ -142,6 +146,10 @@ class ModulePlan:
         change = f" ({p['change']:+.1%})" if p["before"] else ""
         lines.append(f"model's estimate (not a measurement): sum of ii x trip count over {p['compared']} nests "
                      f"({p['unknown']} unknown): before {p['before']} cycles, after {p['after']} cycles{change}")
+        limited = [lo for lo in self.loops if lo.time_limited]
+        if limited:
+            lines.append(f"{len(limited)} nest(s) met the time limit ({', '.join(lo.func for lo in limited)}): "
+                         "their outcome depends on machine speed and load; raise time_limit to make it reproducible")
         lines.append(f"solves: {self.solves} run in {self.solve_s:.2f} s of solver time, "
                      f"{sum(lo.reused for lo in self.loops)} reused; {self.rounds} rounds on "
                      f"{self.workers} worker(s); wall time {self.wall_s:.2f} s"

@@ -32,6 +32,8 @@ Identical loops are solved once: solves go through the cache's
 options), and each round sends a graph at most once.  The result does not
 depend on the executor: the solver is deterministic for a time limit it does
 not reach, and answers are used in the same order whatever finishes first.
+A solve the time limit cuts short (on a loaded machine, parallel solves run
+slower) is the exception: its nest is flagged ``time_limited`` in the report.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from .api import AutoPipelineOptions, PipelinePlan, auto_pipeline, evaluate_annotation
 from .cache import PlanCache
 from .dlight import STAGING
-from .errors import InputError, TwillError
+from .errors import InputError, SolverTimeoutError, TwillError
 from .frontend import local_stage_blocks, parse_target, pipeline_nests, read_annotation
 from .frontend.ir import MANIFEST_LOCAL_STAGE, s_tir, tirx, tvm, walk_stmts
 from .model import get_machine
@@ -76,6 +78,7 @@ class _Relay(PlanCache):
         self.solves, self.extractions, self.verdicts = base.solves, base.extractions, base.verdicts
         self.answers = answers
         self.keys: list[str] = []
+        self.limited = 0  # answers the time limit cut short (a schedule not proven optimal, or none in time)
 
     def solve(self, graph, machine, *, time_limit=None, options=None):
         opts = options or SolveOptions()
@@ -83,7 +86,13 @@ class _Relay(PlanCache):
             opts = replace(opts, time_limit=time_limit)
         m = get_machine(machine if machine is not None else (graph.machine or "h100"))
         self.keys.append(graph_key(graph, m, opts))
-        return self.solves.solve(graph, m, options=opts, solver=self._answer)
+        try:
+            schedule = self.solves.solve(graph, m, options=opts, solver=self._answer)
+        except SolverTimeoutError:
+            self.limited += 1
+            raise
+        self.limited += not schedule.optimal
+        return schedule
 
     def _answer(self, graph, machine, *, options):
         key = graph_key(graph, machine, options)
@@ -117,6 +126,7 @@ class _Job:
     plan: PipelinePlan | None = None
     error: str = ""
     keys: tuple[str, ...] = ()
+    limited: int = 0
 
 
 @dataclass
@@ -289,12 +299,13 @@ def _run_rounds(jobs: list, funcs: dict, target, opts, base: PlanCache, solver: 
             relay = _Relay(base, answers)
             try:
                 job.plan = _attempt(job, funcs[job.func][1], target, opts.replace(cache=relay))
-                job.keys = tuple(relay.keys)
             except _Missing as m:
                 missing.setdefault(m.key, m)
                 waiting.append(job)
+                continue
             except Exception as err:  # noqa: BLE001 - TwillError or TVM's: the nest keeps its annotation
-                job.error, job.keys = reason_of(err), tuple(relay.keys)
+                job.error = reason_of(err)
+            job.keys, job.limited = tuple(relay.keys), relay.limited
         if missing:
             answers.update(solver.run(list(missing.values())))
         pending = waiting
@@ -382,4 +393,5 @@ def _outcome(nest: _Nest, job: _Job | None, why: str, owners: dict, seconds: dic
         ii_before=nest.before, ii_after=plan.ii_cycles if plan is not None else nest.before,
         trip_count=nest.trips if nest.trips is not None or plan is None else plan.extraction.trip_count,
         alternatives=tuple((j.variant, j.plan.ii_cycles) for j in nest.jobs if j.plan is not None),
-        solves=len(own), reused=len(asked) - sum(1 for k in asked if k in own), solve_s=sum(seconds[k] for k in own))
+        solves=len(own), reused=len(asked) - sum(1 for k in asked if k in own), solve_s=sum(seconds[k] for k in own),
+        time_limited=any(j.limited for j in nest.jobs))
