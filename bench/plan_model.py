@@ -18,6 +18,7 @@ host, the commit and the command line.
 
     python bench/plan_model.py                                  # sm_80 and sm_90a, print only
     python bench/plan_model.py --arch sm_80 --compare-serial --compile --save
+    python bench/plan_model.py --candidates 8 --compare-serial   # + a module of 8 MetaSchedule candidates
     python bench/plan_model.py --layers 1 --hidden 128 --heads 1 --ffn 128 --seq 128   # tiny
 """
 from __future__ import annotations
@@ -53,6 +54,8 @@ def parse_args(argv=None):
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve")
     ap.add_argument("--compare-serial", action="store_true", help="plan again with one worker and compare")
     ap.add_argument("--compile", action="store_true", help="compile every planned kernel for CUDA")
+    ap.add_argument("--candidates", type=int, default=0,
+                    help="also plan a module of N MetaSchedule candidates of a GEMM (many distinct loops)")
     ap.add_argument("--save", action="store_true", help="write bench/results/plan_model.{json,md}")
     ap.add_argument("--out", help="write plan_model.{json,md} to this folder")
     return ap.parse_args(argv)
@@ -76,18 +79,40 @@ def compile_planned(plan) -> dict:
 
 
 def run_arch(arch: str, args, cfg) -> dict:
-    from tvm_twill import plan_module
     from tvm_twill.llama import dlight_arch, scheduled_module
 
     t = time.perf_counter()
     mod = scheduled_module(cfg, arch)
-    build_s = time.perf_counter() - t
-    plan = plan_module(mod, arch, max_workers=args.workers, time_limit=args.time_limit)
     sched = dlight_arch(arch)
     note = "" if sched == arch else f" (for {sched}: dlight reads no arch suffix and would use no tensor cores)"
-    print(f"\n== {arch}: model built and scheduled by dlight{note} in {build_s:.1f} s")
+    print(f"\n== {arch}: model built and scheduled by dlight{note} in {time.perf_counter() - t:.1f} s")
+    return plan_and_compare(mod, arch, args, {"arch": arch, "dlight_arch": sched, "label": f"{arch}: the model "
+                                              f"(dlight for {sched})", "build_s": time.perf_counter() - t})
+
+
+def run_candidates(count: int, args) -> dict:
+    """A module of ``count`` MetaSchedule candidates of a 512^3 fp16 GEMM (sm_80): distinct loops, unlike the
+    model's, so the solves of one round can run side by side."""
+    from tvm_twill.frontend.ir import tvm
+    from tvm_twill.workloads import sample_candidates, tensorcore_tune_context
+
+    t = time.perf_counter()
+    cands = sample_candidates(tensorcore_tune_context(512, "sm_80"), count)
+    mod = tvm.IRModule({f"candidate{i}": c.mod["main"].with_attr("global_symbol", f"candidate{i}")
+                        for i, c in enumerate(cands)})
+    print(f"\n== sm_80: {len(cands)} MetaSchedule candidates of a 512^3 GEMM, sampled in "
+          f"{time.perf_counter() - t:.1f} s")
+    return plan_and_compare(mod, "sm_80", args, {"arch": "sm_80", "dlight_arch": "-",
+                                                 "label": f"sm_80: {len(cands)} MetaSchedule candidates of a 512^3 "
+                                                          "GEMM", "build_s": time.perf_counter() - t})
+
+
+def plan_and_compare(mod, arch, args, row) -> dict:
+    from tvm_twill import plan_module
+
+    plan = plan_module(mod, arch, max_workers=args.workers, time_limit=args.time_limit)
     print(plan.summary())
-    row = {"arch": arch, "dlight_arch": sched, "build_s": build_s, **plan.to_dict()}
+    row.update(plan.to_dict())
     if args.compare_serial:
         serial = plan_module(mod, arch, max_workers=1, time_limit=args.time_limit)
         # the same outcomes, and the same module to the letter (names included)
@@ -113,7 +138,8 @@ def markdown(doc: dict) -> str:
           "planning rounds with their solves, writing), with the solves on a local process pool and serially "
           "(1 worker); identical: the same report and the same module text.  The gain of a pool is bounded "
           "by the longest chain of solves of one nest (one per round) and by the cache, which answers every "
-          "nest of the same shape as one already solved.  'dlight for': the arch dlight scheduled for."), "",
+          "nest of the same shape as one already solved.  'dlight for': the arch dlight scheduled for (the "
+          "last row, with --candidates, is a module of MetaSchedule candidates instead of the model)."), "",
          ("| arch | dlight for | kernels | nests | planned | kept | solves (reused) | solver s | wall s (workers) "
           "| wall s serial | identical | before | after | change |"), "| --- " * 14 + "|"]
     for r in doc["rows"]:
@@ -124,14 +150,14 @@ def markdown(doc: dict) -> str:
                  f"{s.get('wall_s', float('nan')):.2f} | {s.get('identical', '-')} | {p['before']} | {p['after']} | "
                  f"{p['change']:+.1%} |")
     for r in doc["rows"]:
-        L += ["", f"## {r['arch']}", "", "Kept, by reason: " + ("; ".join(f"{n} x {g}" for g, n in r["refusals"])
+        L += ["", f"## {r['label']}", "", "Kept, by reason: " + ("; ".join(f"{n} x {g}" for g, n in r["refusals"])
                                                              or "none"), "",
-              "| function | loops | outcome | staging | ii before | ii after | trips | solves | solve s |",
-              "| --- " * 9 + "|"]
+              "| function | loops | outcome | staging | ii before | ii after | trips | solves | solve s | time-limited |",
+              "| --- " * 10 + "|"]
         for lo in r["loops"]:
             L.append(f"| {lo['func']} | {', '.join(lo['loops'])} | {lo['status']} | {lo['staging'] or '-'} | "
                      f"{lo['ii_before']} | {lo['ii_after']} | {lo['trip_count']} | {lo['solves']} | "
-                     f"{lo['solve_s']:.2f} |")
+                     f"{lo['solve_s']:.2f} | {'yes' if lo['time_limited'] else 'no'} |")
         if "compiled" in r:
             ok = sum(v == "ok" for v in r["compiled"].values())
             L += ["", f"Compiled for CUDA: {ok} of {len(r['compiled'])} planned kernels."]
@@ -144,6 +170,8 @@ def main(argv=None) -> int:
 
     cfg = LlamaConfig(layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn, seq=args.seq)
     rows = [run_arch(arch, args, cfg) for arch in (args.arch or ["sm_80", "sm_90a"])]
+    if args.candidates:
+        rows.append(run_candidates(args.candidates, args))
     doc = {"command": "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, ROOT),
                                                                     *(argv if argv is not None else sys.argv[1:])]),
            "host": f"{cpu_name()} ({platform.platform()})", "cpus": os.cpu_count(), "commit": git_commit(),
