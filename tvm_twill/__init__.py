@@ -15,7 +15,8 @@ from .model import Edge, Graph, Machine, Op, Schedule, check, get_machine
 __version__ = "0.1.0"
 
 _LAZY = {"solve": "tvm_twill.solvers", "auto_pipeline": "tvm_twill.api", "build": "tvm_twill.compiler",
-         "evaluate_annotation": "tvm_twill.api", "AutoPipelineOptions": "tvm_twill.api"}
+         "evaluate_annotation": "tvm_twill.api", "AutoPipelineOptions": "tvm_twill.api",
+         "plan_module": "tvm_twill.modules"}
 
 
 def __getattr__(name):
@@ -31,4 +32,4 @@ def __getattr__(name):
 __all__ = ["AutoPipelineOptions", "Edge", "FormatError", "Graph", "GraphError", "InfeasibleError", "InputError", "Machine",
            "MachineError", "NormalizationError", "Op", "PlotUnavailableError", "Schedule", "SolverTimeoutError", "SolverUnavailableError", "TwillError",
            "UnsupportedLoopError", "UnsupportedTargetError", "auto_pipeline", "build", "check",
-           "evaluate_annotation", "get_machine", "solve"]
+           "evaluate_annotation", "get_machine", "plan_module", "solve"]

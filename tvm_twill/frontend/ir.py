@@ -16,11 +16,12 @@ from tvm import s_tir, tirx
 from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for the transforms
 
 __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
-           "children", "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint",
+           "children", "const_int", "dlight", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes",
+           "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
-           "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "splice_passes",
-           "stock_finalize_passes", "stock_s_tir_passes", "substitute", "thread_extents", "tir_pipeline_registry",
-           "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_stmts"]
+           "meta_schedule_verify_gpu_code", "prim_functions", "relax_frontend", "s_tir", "scope_of",
+           "splice_passes", "stock_finalize_passes", "stock_s_tir_passes", "substitute", "thread_extents",
+           "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
 #: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
@@ -182,6 +183,19 @@ def fingerprint(node) -> tuple:
 
     tvm_ffi.structural_walk(node.body, [(tirx.For, on_loop), (s_tir.SBlock, on_block)])
     return tvm_ffi.structural_hash(node), tuple(names)
+
+
+def relax_frontend():
+    """``(tvm.relax, tvm.relax.frontend.nn)``, loaded when a whole model is built (``tvm_twill.llama``)."""
+    from tvm import relax
+    from tvm.relax.frontend import nn
+    return relax, nn
+
+
+def dlight():
+    """``tvm.s_tir.dlight`` (its GPU schedule rules), loaded when asked."""
+    import tvm.s_tir.dlight as dl
+    return dl
 
 
 def dlight_schedule_rule_base():

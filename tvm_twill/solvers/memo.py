@@ -157,8 +157,9 @@ class SolveCache:
     def clear(self) -> None:
         self._table.clear()
 
-    def solve(self, graph, machine=None, *, time_limit: float | None = None, options=None):
-        """Like ``solvers.solve(graph, machine, time_limit=..., options=...)``, reusing earlier answers."""
+    def solve(self, graph, machine=None, *, time_limit: float | None = None, options=None, solver=None):
+        """Like ``solvers.solve(graph, machine, time_limit=..., options=...)``, reusing earlier answers;
+        ``solver`` (``solve``'s signature) answers a miss instead, e.g. with a solve run in another process."""
         from .search import SolveOptions, solve  # the solver (z3) only on a miss
 
         opts = options or SolveOptions()
@@ -169,7 +170,7 @@ class SolveCache:
 
         def compute():
             try:
-                return _Solved(graph.name, names, solve(graph, m, options=opts))
+                return _Solved(graph.name, names, (solver or solve)(graph, m, options=opts))
             except TwillError as err:
                 err.solved_graph = (graph.name, names)  # to say where a reused error was found
                 raise
