@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model.families import Family
+
 NODE_LIMIT = 200_000
 
 
@@ -51,6 +53,7 @@ def _packs(items: list[tuple[int, int]], bins: int, cap: int) -> bool | None:
         return False
     if sum(a for a, _ in items) > bins * cap:
         return False
+    bins = min(bins, len(items))  # more bins than items: some stay empty (never one per warp group)
     loads = [(0, 0)] * bins
     nodes = 0
 
@@ -99,11 +102,15 @@ def refute_every_ii(graph, machine) -> Refutation | None:
         need = sum(a for a, _ in items) + max((b for _, b in items), default=0)
         if need > cap:
             ops = ", ".join(o.name for o, (a, b) in zip(graph.ops, items) if a or b)
-            return Refutation("memory", f"values that stay live across iterations ({ops}) need {need} bytes "
+            return Refutation(Family.MEMORY, f"values that stay live across iterations ({ops}) need {need} bytes "
                                         f"of {what} at some cycle > {cap}, at every ii")
     W = machine.warp_groups
     vl = [o for o in graph.ops if o.variable_latency]
     fixed = [o for o in graph.ops if not o.variable_latency]
+    if vl and W < 2:
+        return Refutation(Family.VARIABLE_LATENCY, f"variable-latency ops ({', '.join(o.name for o in vl)}) need a warp "
+                                              f"role of their own (rule 3) but machine '{machine.name}' has one "
+                                              "warp group: give it warp_groups >= 2")
     limit = machine.regs_per_thread_max
     groups = [(fixed, W - 1 if vl else W)]
     if vl:
@@ -115,6 +122,6 @@ def refute_every_ii(graph, machine) -> Refutation | None:
             continue  # nothing is live in every cycle: no claim
         if _packs([d for _, d in items], bins, limit) is False:
             listed = ", ".join(f"{n} {a or b}" for n, (a, b) in items if a)
-            return Refutation("registers", f"values live in every cycle ({listed} registers) and the other values "
+            return Refutation(Family.REGISTERS, f"values live in every cycle ({listed} registers) and the other values "
                                            f"cannot share {bins} warp role(s) of {limit} registers at any ii")
     return None
