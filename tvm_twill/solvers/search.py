@@ -39,8 +39,12 @@ At scale (20-40 ops), three steps come first (see ``heuristic``,
 Anytime answers.  When the deadline passes while an ii below the incumbent
 is being decided, the search returns the incumbent with ``optimal`` false
 and ``lower_bound.ii`` the first ii not proven impossible (every ii below it
-is), instead of raising; ``SolverTimeoutError`` is raised only when no valid
-schedule was found in time.  When it passes during the tie-breaks, the best
+is), instead of raising.  Without a heuristic schedule (none found, or
+``heuristic=False``) the incumbent is the serial schedule, valid by
+construction (``fallback``: one iteration at a time, one stage, one role
+when the registers allow), so ``SolverTimeoutError`` is raised only when
+that one is not valid either (its reason is in the message) and nothing
+better was found in time.  When it passes during the tie-breaks, the best
 schedule so far at the proven optimal ii is returned (still ``optimal``).
 ``progress`` (a callback, ``progress.Progress``) hears about each step.
 
@@ -75,8 +79,9 @@ from ..errors import InfeasibleError, SolverTimeoutError
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
+from .fallback import SERIAL, serial_schedule
+from .heuristic import Incumbent, register_peak
 from .heuristic import incumbent as find_incumbent
-from .heuristic import register_peak
 from .progress import Progress
 from .prune import refute_every_ii
 from .smt import JointProblem, SmtResult
@@ -102,6 +107,8 @@ class SolveOptions:
     waits for it, like a blocking edge (the paper's elided constraint).
     ``max_ii``: stop the search there (None: one iteration alone).
     ``heuristic``: look for an incumbent schedule first (``heuristic``);
+    ``fallback``: without one, take the serial schedule valid by construction
+    (``fallback``: one iteration at a time) as the incumbent;
     ``symmetry``: order interchangeable copies in the z3 model (``symmetry``).
     ``progress``: a callback taking ``progress.Progress`` reports (None: silent).
     """
@@ -113,6 +120,7 @@ class SolveOptions:
     cross_warp_sync: bool = False
     max_ii: int | None = None
     heuristic: bool = True
+    fallback: bool = True
     symmetry: bool = True
     progress: Callable | None = field(default=None, compare=False)
 
@@ -222,7 +230,8 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     streaming = {"ops": list(prep.streaming), "depth": opts.streaming_depth} if prep.streaming else None
 
     def proven(ii: int) -> str:
-        return f"every ii in [{lb}, {ii}) proven impossible" if ii > lb else f"ii={lb} is the lower bound"
+        done = f"every ii in [{lb}, {ii}) proven impossible" if ii > lb else f"ii={lb} is the lower bound"
+        return done + (f"; no fallback: {no_serial}" if no_serial else "")
 
     def emit(phase: str, bound: int, best, ii=None) -> None:
         """Report; ``best``: the incumbent, or the ii of the best schedule in hand (an int), or None."""
@@ -243,14 +252,8 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
                               family=refutation.family, attempts=attempts)
 
     # (scale) The incumbent: an upper bound on ii, and the anytime answer.
-    inc = None
-    if opts.heuristic:
-        t0 = _time.perf_counter()
-        stop_at = dl.elapsed() + HEURISTIC_SHARE * dl.left()  # the deadline's own clock
-        inc = find_incumbent(g, m, lb, max_ii, cross_warp_sync=opts.cross_warp_sync,
-                             stop=lambda: dl.expired() or dl.elapsed() > stop_at)
-        if inc is not None:
-            attempts.append(Attempt(inc.ii, inc.length, "sat", _time.perf_counter() - t0, solver=HEURISTIC))
+    inc, no_serial = _first_schedule(g, m, lb, max_ii, opts, dl, attempts)
+    if opts.heuristic or inc is not None:
         emit("incumbent", lb, inc)
 
     def anytime(ii: int):
@@ -338,6 +341,31 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         f"graph '{g.name}' has no schedule on '{m.name}' for any ii in [{lb}, {max_ii}] "
         f"(at ii={max_ii} one iteration runs alone): ruled out by {' + '.join(last_core) or family}",
         family=family, attempts=attempts)
+
+
+def _first_schedule(g, m, lb: int, max_ii: int, opts: SolveOptions, dl: Deadline, attempts: list):
+    """(incumbent or None, why there is no fallback or None): the heuristic's schedule (within
+    HEURISTIC_SHARE of the time left), else the serial schedule valid by construction
+    (``fallback.serial_schedule``), so that no lack of time before a first schedule leaves
+    the search empty-handed when that one is valid."""
+    inc = None
+    if opts.heuristic:
+        t0 = _time.perf_counter()
+        stop_at = dl.elapsed() + HEURISTIC_SHARE * dl.left()  # the deadline's own clock
+        inc = find_incumbent(g, m, lb, max_ii, cross_warp_sync=opts.cross_warp_sync,
+                             stop=lambda: dl.expired() or dl.elapsed() > stop_at)
+        if inc is not None:
+            attempts.append(Attempt(inc.ii, inc.length, "sat", _time.perf_counter() - t0, solver=HEURISTIC))
+    if inc is not None or not opts.fallback:
+        return inc, None
+    t0 = _time.perf_counter()
+    s = serial_schedule(g, m, lb=lb, cross_warp_sync=opts.cross_warp_sync)
+    if s.ii is None:
+        return None, s.reason
+    seconds = _time.perf_counter() - t0
+    length = max(s.times[o.name] + o.cycles for o in g.ops)
+    attempts.append(Attempt(s.ii, length, "sat", seconds, solver=SERIAL))
+    return Incumbent(s.ii, length, s.times, s.warps, SERIAL, seconds), None
 
 
 def _family(core: tuple) -> str:
