@@ -1,16 +1,22 @@
-"""Cost independent of magnitudes: the model layer never loops per cycle, unit
-of delay, distance or ii, and the interval checker agrees with the per-slot one."""
+"""Cost independent of magnitudes: the model layer and the solver never loop per cycle,
+unit of delay, distance, slot of ii or warp group, the interval checker agrees with the
+per-slot one, and a solve at the documented limits keeps its deadline (an injected
+clock, never a timed assertion)."""
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import checker_oracle
-from tvm_twill.errors import FormatError, GraphError, MachineError
+from tvm_twill.errors import (FormatError, GraphError, InfeasibleError, InputError, MachineError, SolverTimeoutError,
+                              TwillError)
 from tvm_twill.model import (Edge, Graph, Machine, Op, Placement, Schedule, check, graph_from_dict, rec_mii,
                              res_mii, schedule_from_dict, topological_order)
 from tvm_twill.model.checker import live_instances, modulo_load
+from tvm_twill.solvers import SolveOptions, prepare, solve
+from tvm_twill.solvers.fallback import serial_schedule
+from tvm_twill.solvers.limits import Deadline
 
 BIG = 2**31 - 1
 M = Machine(name="m", units={"TC": 1, "SFU": 2, "ALU": 1}, warp_groups=3, regs_per_thread_max=255,
@@ -141,7 +147,7 @@ def test_edge_and_machine_and_schedule_integers_beyond_2_31_are_refused():
         Machine(name="m", units={"TC": 2**31})
     with pytest.raises(FormatError, match="beyond"):
         schedule_from_dict({"format": "tvm-twill-schedule/1", "graph": "g", "machine": "h100",
-                            "ii": 10**12, "length": 1, "ops": {}})
+                            "ii": 2**53 + 1, "length": 1, "ops": {}})
 
 
 def test_topological_order_is_linear_on_a_long_chain():
@@ -154,3 +160,95 @@ def test_topological_order_is_linear_on_a_long_chain():
     assert order[0] == "v0" and order[-1] == f"v{n - 1}" and len(order) == n
     assert len(g.out_edges("v5")) == 1 and len(g.in_edges("v5")) == 1
     assert rec_mii(g) == 1
+
+
+# -- the solve at the documented limits: always answered or refused, the deadline held ------------
+LIMIT_READS = 300
+#: Clock reads a solve may still make once its deadline has passed: returning the answer in
+#: hand (anytime schedule, its check, the last progress report) reads the clock a few times.
+AFTER_DEADLINE_READS = 12
+_MAG = st.one_of(st.integers(0, 6), st.integers(0, BIG), st.just(BIG))
+
+
+@st.composite
+def machines_at_limits(draw):
+    caps = st.sampled_from([1, 1, 2, BIG])
+    return Machine(name="mag", units={u: draw(caps) for u in ("TC", "SFU", "ALU", "TMA")},
+                   warp_groups=draw(st.sampled_from([1, 2, 4, BIG])),
+                   warps_per_group=draw(st.sampled_from([4, BIG])),
+                   regs_per_thread_max=draw(st.sampled_from([255, BIG])),
+                   smem_bytes=draw(st.sampled_from([0, 1 << 17, BIG])), spill_cost=draw(_MAG))
+
+
+@st.composite
+def graphs_at_limits(draw):
+    """Graphs whose every integer may be anything up to 2**31-1 (small ones too)."""
+    n = draw(st.integers(1, 6))
+    ops = []
+    for i in range(n):
+        vl = draw(st.booleans()) and draw(st.booleans())
+        cycles = draw(_MAG)
+        rrt = None
+        if 0 < cycles <= 4 and draw(st.booleans()):
+            rrt = tuple({u: draw(st.sampled_from([0, 1, 2, BIG]))
+                         for u in draw(st.sets(st.sampled_from(["TC", "SFU", "ALU"])))} for _ in range(cycles))
+        ops.append(Op(f"v{i}", cycles, unit="TMA" if vl else draw(st.sampled_from(["TC", "SFU", "ALU"])), rrt=rrt,
+                      regs=draw(st.sampled_from([0, 0, 32, 64, 128, 128, 255, BIG])),
+                      smem=draw(st.sampled_from([0, 0, 0, 1024, 1024, BIG])), variable_latency=vl,
+                      spill_cost=draw(st.one_of(st.none(), _MAG))))
+    edges = []
+    for a, b in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n)):
+        distance = draw(st.one_of(st.integers(1, 3), st.just(BIG))) if a >= b else draw(st.integers(0, 2))
+        edges.append(Edge(f"v{a}", f"v{b}", delay=draw(_MAG), distance=distance, blocking=draw(st.booleans())))
+    return Graph("mag", tuple(ops), tuple(edges), normalize=False)
+
+
+def _ticking():
+    reads = [0]
+
+    def clock():
+        reads[0] += 1
+        return float(reads[0])
+    return clock
+
+
+def _solve_at_limits(g, m, cws):
+    """(outcome, detail): 0 and the schedule, or the CLI's exit status of the typed error."""
+    dl = Deadline(LIMIT_READS, clock=_ticking())
+    try:
+        s = solve(g, m, deadline=dl, options=SolveOptions(cross_warp_sync=cws))
+        outcome = (0, s)
+    except TwillError as e:
+        assert "\n" not in str(e) and str(e), e
+        outcome = (e.exit_code, e)
+    assert dl.reads <= LIMIT_READS + AFTER_DEADLINE_READS, f"{dl.reads} clock reads for {LIMIT_READS}"
+    return outcome
+
+
+@settings(derandomize=True, deadline=None, max_examples=60, suppress_health_check=list(HealthCheck))
+@given(graphs_at_limits(), machines_at_limits(), st.booleans())
+def test_graphs_at_the_limits_are_answered_or_refused_within_the_deadline(g, m, cws):
+    """Every magnitude up to 2**31-1 (cycles, delays, distances, spill costs, capacities, warp
+    groups): the solve ends within its deadline, counted in reads of an injected clock that
+    advances at each read, with a schedule the independent checker accepts, or with the
+    documented refusal (2: the graph does not fit the machine; 3: no schedule, and then not
+    even the serial one is valid)."""
+    code, detail = _solve_at_limits(g, m, cws)
+    if code == 2:
+        assert isinstance(detail, InputError)
+        return
+    prep = prepare(g, m)
+    serial = serial_schedule(prep.graph, prep.machine, cross_warp_sync=cws)
+    if code == 0:
+        assert check(detail, prep.graph, prep.machine, cross_warp_sync=cws) == []
+        assert detail.lower_bound.ii <= detail.ii
+    else:
+        assert code == 3 and isinstance(detail, (InfeasibleError, SolverTimeoutError))
+        assert serial.ii is None, "no schedule although the serial one is valid"
+
+
+@pytest.mark.slow
+@settings(derandomize=True, deadline=None, max_examples=1000, suppress_health_check=list(HealthCheck))
+@given(graphs_at_limits(), machines_at_limits(), st.booleans())
+def test_graphs_at_the_limits_many(g, m, cws):
+    test_graphs_at_the_limits_are_answered_or_refused_within_the_deadline.hypothesis.inner_test(g, m, cws)

@@ -138,9 +138,29 @@ def test_timeout_says_which_ii_and_what_was_proven():
     from tvm_twill.solvers import SolveOptions
     g = sub_tiles(load_example("fa_fwd_hopper_measured"), 3)  # 30 ops: z3 alone needs long
     with pytest.raises(SolverTimeoutError, match=r"^time limit 2 s reached .*ii=\d+ .*proven|lower bound") as e:
-        solve(g, time_limit=2, options=SolveOptions(heuristic=False))
+        solve(g, time_limit=2, options=SolveOptions(heuristic=False, fallback=False))
     assert "\n" not in str(e.value)
     assert e.value.attempts and e.value.attempts[-1].result == "timeout"
+
+
+def test_no_first_schedule_in_time_gives_the_serial_schedule(monkeypatch):
+    """The same search without the heuristic, cut by the deadline before z3 finds a schedule:
+    the serial schedule (one iteration at a time, valid by construction) comes back, not
+    optimal, with every ii z3 refuted as its lower bound, instead of SolverTimeoutError."""
+    from tvm_twill.solvers import SolveOptions
+    from tvm_twill.solvers.fallback import SERIAL
+    g = sub_tiles(load_example("fa_fwd_hopper_measured"), 3)
+    reads = [0]
+
+    def ticking():
+        reads[0] += 1
+        return float(reads[0])
+
+    s = solve(g, deadline=Deadline(60, clock=ticking), options=SolveOptions(heuristic=False))
+    pg = prepare(g)
+    assert check(s, pg.graph, pg.machine) == []
+    assert not s.optimal and s.lower_bound.ii < s.ii and s.num_stages == 1
+    assert s.attempts[0].solver == SERIAL and s.attempts[0].ii == s.ii
 
 
 def test_attempts_record_their_time_within_the_solve():

@@ -6,7 +6,9 @@ checked by ``Graph`` and ``Machine`` themselves.  Files are read as UTF-8
 and refused, with one line, when hostile rather than merely wrong (the
 "Limits" of docs/formats.md): duplicate keys, NaN/Infinity, integers beyond
 2**31-1, nesting deeper than any format needs, control characters or lone
-surrogates in strings, files over ``MAX_FILE_BYTES``.
+surrogates in strings, files over ``MAX_FILE_BYTES``.  Schedules may hold
+times, stages, ii and lengths up to ``MAX_SCHEDULE_INT`` (sums of graph
+integers).
 """
 from __future__ import annotations
 
@@ -57,17 +59,24 @@ def _show(x) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _int(x, what: str, ctx: str) -> int:
+#: Schedule times, stages, ii and lengths are sums of graph integers (at most
+#: MAX_INT each), so they may exceed MAX_INT; they stay exact in every JSON reader
+#: (a double holds integers up to 2**53 exactly).
+MAX_SCHEDULE_INT = 2**53
+
+
+def _int(x, what: str, ctx: str, limit: int = MAX_INT) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
         raise FormatError(f"{_where(ctx)}{what} must be an integer, got {_show(x)}")
-    if not -MAX_INT <= x <= MAX_INT:
+    if not -limit <= x <= limit:
         raise FormatError(f"{_where(ctx)}{what} is {show_int(x)}, beyond what any GPU loop has "
-                          f"(integers are at most {MAX_INT})")
+                          f"(integers are at most {limit})")
     return x
 
 
-def _opt_int(x, what: str, ctx: str):
-    return None if x is None else _int(x, what, ctx)
+def _time_int(x, what: str, ctx: str) -> int:
+    """A schedule's time, stage, ii or length: at most MAX_SCHEDULE_INT."""
+    return _int(x, what, ctx, MAX_SCHEDULE_INT)
 
 
 def _num(x, what: str, ctx: str) -> float:
@@ -290,11 +299,12 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         raise FormatError(f"{_where(ctx)}schedule ops must be an object name -> placement")
     for n, p in d["ops"].items():
         p = _obj(p, f"ops['{n}']", {"time", "stage", "order", "warp"}, {"time", "stage", "order", "warp"}, ctx)
-        ops[n] = Placement(**{k: _int(p[k], f"op '{n}' {k}", ctx) for k in ("time", "stage", "order", "warp")})
+        ops[n] = Placement(**{k: (_time_int if k in ("time", "stage") else _int)(p[k], f"op '{n}' {k}", ctx)
+                              for k in ("time", "stage", "order", "warp")})
     lb = d.get("lower_bound")
     if lb is not None:
         lb = _obj(lb, "lower_bound", {"ii", "resource", "recurrence"}, {"ii", "resource", "recurrence"}, ctx)
-        lb = LowerBound(**{k: _int(lb[k], f"lower_bound {k}", ctx) for k in ("ii", "resource", "recurrence")})
+        lb = LowerBound(**{k: _time_int(lb[k], f"lower_bound {k}", ctx) for k in ("ii", "resource", "recurrence")})
     attempts = []
     for i, a in enumerate(_list(d.get("attempts", []), "attempts", ctx)):
         a = _obj(a, f"attempts[{i}]", {"ii", "length", "result", "seconds", "reason", "solver"},
@@ -303,8 +313,10 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         if result not in _RESULTS:
             raise FormatError(f"{_where(ctx)}attempts[{i}] result must be one of {', '.join(_RESULTS)}, "
                               f"got {_show(result)}")
-        attempts.append(Attempt(ii=_int(a["ii"], f"attempts[{i}] ii", ctx),
-                                length=_opt_int(a.get("length"), f"attempts[{i}] length", ctx), result=result,
+        length = a.get("length")
+        attempts.append(Attempt(ii=_time_int(a["ii"], f"attempts[{i}] ii", ctx),
+                                length=None if length is None else _time_int(length, f"attempts[{i}] length", ctx),
+                                result=result,
                                 seconds=_num(a.get("seconds", 0.0), f"attempts[{i}] seconds", ctx),
                                 reason=_opt_str(a.get("reason"), f"attempts[{i}] reason", ctx),
                                 solver=_opt_str(a.get("solver"), f"attempts[{i}] solver", ctx)))
@@ -338,7 +350,7 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         if _int(stream["depth"], "streaming depth", ctx) < 1:
             raise FormatError(f"{_where(ctx)}streaming depth must be >= 1")
     return Schedule(graph=_str(d["graph"], "schedule graph", ctx), machine=_str(d["machine"], "machine", ctx),
-                    ii=_int(d["ii"], "ii", ctx), length=_int(d["length"], "length", ctx), ops=ops,
+                    ii=_time_int(d["ii"], "ii", ctx), length=_time_int(d["length"], "length", ctx), ops=ops,
                     cycles={n: _int(c, f"cycles of '{n}'", ctx) for n, c in cycles.items()},
                     optimal=_bool(d.get("optimal", False), "optimal", ctx), lower_bound=lb,
                     solve_seconds=_num(d.get("solve_seconds", 0.0), "solve_seconds", ctx), attempts=tuple(attempts),

@@ -75,7 +75,8 @@ import time as _time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ..errors import InfeasibleError, SolverTimeoutError
+from ..errors import GraphError, InfeasibleError, SolverTimeoutError
+from ..model.graph import MAX_INT
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
@@ -168,12 +169,23 @@ def prepare(graph, machine=None, options: SolveOptions = SolveOptions(), *,
         # Section 5.3: a streaming load runs ahead on its own warp, so its
         # consumers see it with zero latency; its ring of `depth` buffers is
         # charged to shared memory.
-        ops = tuple(replace(op, smem=op.smem * options.streaming_depth) if op.name in streaming else op
+        ops = tuple(replace(op, smem=_ring_bytes(op, options.streaming_depth, m)) if op.name in streaming else op
                     for op in g.ops)
         edges = tuple(replace(e, delay=0) if e.src in streaming else e for e in g.edges)
         g = g.replace(ops=ops, edges=edges, normalize=False)
     dl.check("while preparing the graph (normalization)")
     return Prepared(graph=g, machine=m, normalization=report, streaming=streaming, deadline=dl)
+
+
+def _ring_bytes(op, depth: int, machine) -> int:
+    """Shared memory of a streaming op's ring of ``depth`` buffers.  More bytes than the
+    machine has count as ``smem_bytes + 1`` (rule 6 treats them alike), so the ring stays
+    within the documented integer limit; only a machine of 2**31-1 bytes cannot say so."""
+    ring = min(op.smem * depth, max(op.smem, machine.smem_bytes + 1))
+    if ring > MAX_INT:
+        raise GraphError(f"streaming op '{op.name}': its ring of {depth} x {op.smem} bytes is beyond what any "
+                         f"GPU loop has (at most {MAX_INT}): give machine '{machine.name}' less shared memory")
+    return ring
 
 
 def default_max_ii(graph, machine) -> int:
@@ -246,7 +258,7 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         return sched
 
     # (scale) Values live in every cycle that cannot be packed: no ii works.
-    refutation = refute_every_ii(g, m)
+    refutation = refute_every_ii(g, m, stop=dl.expired)
     if refutation is not None:
         raise InfeasibleError(f"graph '{g.name}' has no schedule on '{m.name}' for any ii: {refutation.message}",
                               family=refutation.family, attempts=attempts)
