@@ -327,5 +327,8 @@ def test_prepare_and_solve_prepared_share_one_deadline(monkeypatch):
     prep = prepare(load_example("fa_fwd_fig1"), None, opts)
     now[0] = 6.0  # the normalization "took" 6 s
     with pytest.raises(SolverTimeoutError, match="time limit 5 s reached before deciding ii=2"):
-        solve_prepared(prep, opts)
+        solve_prepared(prep, replace(opts, fallback=False))
+    late = solve_prepared(prep, opts)  # no time for a search: the serial schedule, not proven optimal
+    assert (late.optimal, late.lower_bound.ii, [a.solver for a in late.attempts]) == (False, 2, ["serial"])
+    assert check(late, prep.graph, prep.machine) == []
     assert solve_prepared(prep, SolveOptions(time_limit=50)).ii == 2  # a different limit starts afresh
