@@ -5,7 +5,7 @@ clock, never a timed assertion)."""
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import checker_oracle
@@ -252,3 +252,84 @@ def test_graphs_at_the_limits_are_answered_or_refused_within_the_deadline(g, m, 
 @given(graphs_at_limits(), machines_at_limits(), st.booleans())
 def test_graphs_at_the_limits_many(g, m, cws):
     test_graphs_at_the_limits_are_answered_or_refused_within_the_deadline.hypothesis.inner_test(g, m, cws)
+
+
+# -- the heuristic's interval reservation table against a per-slot one ---------------------------
+@st.composite
+def tables(draw):
+    ii = draw(st.integers(1, 12))
+    cap = {"TC": 1, "SFU": draw(st.integers(1, 3))}
+    unit_k = st.one_of(st.just(("TC", 1)), st.tuples(st.just("SFU"), st.integers(1, 2)))
+    runs = st.lists(st.tuples(st.integers(0, 4), st.integers(1, 2 * ii + 1), unit_k), min_size=1, max_size=3)
+    placed = draw(st.lists(st.tuples(st.integers(0, 40), runs), max_size=4))
+    own = draw(runs)
+    arcs = draw(st.lists(st.tuples(st.integers(0, ii - 1), st.integers(1, ii)), max_size=2))
+    est = draw(st.integers(0, 30))
+    return ii, cap, placed, [(o, n, u, k) for o, n, (u, k) in own], arcs, est, est + draw(st.integers(0, ii - 1))
+
+
+def _slot_loads(ii, placed, own=None, at=None):
+    load = {}
+    for time, runs in placed + ([(at, own)] if own is not None else []):
+        for off, length, u, k in runs:
+            for c in range(length):
+                load[u, (time + off + c) % ii] = load.get((u, (time + off + c) % ii), 0) + k
+    return load
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(tables())
+def test_interval_table_first_fit_and_evictions_match_a_per_slot_table(case):
+    """``ModuloTable.first_fit`` is the earliest time in [est, lst] where the op fits every slot and
+    misses every forbidden arc; ``conflicts`` names exactly the placed ops on an overloaded slot."""
+    from tvm_twill.solvers.mrt import ModuloTable
+    ii, cap, placed, own, arcs, est, lst = case
+    table = ModuloTable(ii, cap)
+    runs_of = [[(off, n, u, k) for off, n, (u, k) in runs] for _, runs in placed]
+    placed = [(time, r) for (time, _), r in zip(placed, runs_of)]
+    for i, (time, runs) in enumerate(placed):
+        table.place(f"p{i}", time, runs)
+
+    def fits(t):
+        load = _slot_loads(ii, placed, own, t)
+        return all(v <= cap[u] for (u, _), v in load.items()) and \
+            not any((t - a) % ii < n for a, n in arcs)
+
+    assume(all(v <= cap[u] for (u, _), v in _slot_loads(ii, placed).items()))  # what the scheduler keeps
+    assert table.first_fit(own, est, lst, arcs) == next((t for t in range(est, lst + 1) if fits(t)), None)
+    bad = {key for key, v in _slot_loads(ii, placed, own, est).items() if v > cap[key[0]]}
+    assert table.conflicts(own, est) == {
+        f"p{i}" for i, (time, runs) in enumerate(placed)
+        if any((u, (time + off + c) % ii) in bad for off, n, u, _ in runs for c in range(n))}
+
+
+def test_time_indexed_encodings_refuse_past_their_stated_bound():
+    """The modulo ILP (a variable per op and slot of ii) and the paper's encoding (a boolean per op,
+    copy and cycle) refuse in one line instead of building a model of 2**31 variables."""
+    from tvm_twill.solvers.modulo_ilp import MAX_SLOT_VARIABLES, modulo_schedule_ilp
+    from tvm_twill.solvers.paper_smt import MAX_CELLS, paper_smt_solve
+    g = Graph("wide", (Op("A", BIG, "TC"),), normalize=False)
+    with pytest.raises(InputError, match=rf"^the modulo ILP of 'wide' at ii={BIG} would have {BIG} slot variables "
+                                         rf"and 0 resource terms \(at most {MAX_SLOT_VARIABLES} and"):
+        modulo_schedule_ilp(g, "h100", BIG)
+    with pytest.raises(InputError, match=rf"^the paper encoding of 'wide' at ii={BIG}, L={BIG} needs \d+ booleans "
+                                         rf"\(one per op, copy and cycle; at most {MAX_CELLS}\)"):
+        paper_smt_solve(g, "h100", BIG, BIG)
+    small = Graph("small", (Op("A", 3, "TC"),), normalize=False)  # far below: still answered
+    assert modulo_schedule_ilp(small, "h100", 3) == {"A": 0}
+
+
+def test_roles_are_bounded_by_the_ops_not_the_machine():
+    """A machine of 2**31-1 warp groups: the z3 model has one role per op (plus the
+    variable-latency role, the machine's last), and the solve is valid on that machine."""
+    from tvm_twill.solvers.smt import JointProblem
+    m = Machine("wide", units={"TC": 1, "ALU": 1, "TMA": 1}, warp_groups=BIG)
+    g = Graph("g", (Op("L", 1, "TMA", variable_latency=True), Op("A", 2, "TC", regs=200),
+                    Op("B", 1, "ALU", regs=200)),
+              (Edge("L", "A", 1), Edge("A", "B", 2), Edge("A", "A", 2, distance=1), Edge("B", "B", 1, distance=1)),
+              normalize=False)
+    problem = JointProblem(g, m, 3)
+    assert problem.roles == [0, 1, BIG - 1] and all(len(v) == 3 for v in problem.on.values())
+    s = solve(g, m, time_limit=60)
+    assert check(s, prepare(g, m).graph, m) == [] and s.optimal
+    assert s.ops["L"].warp == BIG - 1 and s.ops["A"].warp != s.ops["B"].warp  # both live always: two roles
