@@ -331,9 +331,9 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
             raise FormatError(f"{_where(ctx)}normalization U must be >= 1, got {norm['U']}")
         if _int(norm["distortion"], "normalization distortion", ctx) < 0:
             raise FormatError(f"{_where(ctx)}normalization distortion must be >= 0, got {norm['distortion']}")
-        if "objective" in norm and norm["objective"] not in ("relative", "paper"):
-            raise FormatError(f"{_where(ctx)}normalization objective must be \"relative\" or \"paper\", "
-                              f"got {_show(norm['objective'])}")
+        if "objective" in norm and norm["objective"] not in ("relative", "paper", "rounding"):
+            raise FormatError(f"{_where(ctx)}normalization objective must be \"relative\", \"paper\" or "
+                              f"\"rounding\", got {_show(norm['objective'])}")
         if "max_ratio_error" in norm:
             _num(norm["max_ratio_error"], "normalization max_ratio_error", ctx)
         if not isinstance(norm["mapping"], dict):

@@ -102,7 +102,8 @@ class SolveOptions:
     ``time_limit``: seconds for the whole solve (normalization, search,
     tie-breaks, check).  ``normalize_bound``: U of the normalization ZLP;
     ``normalize_objective``: ``"relative"`` (least relative ratio error, the
-    default) or ``"paper"`` (the paper's F).  ``streaming_depth``: ring-buffer
+    default), ``"paper"`` (the paper's F) or ``"rounding"`` (the best scaled
+    rounding, no ZLP: what a solve falls back to when the limit ends the ZLP).  ``streaming_depth``: ring-buffer
     depth of a streaming load (its shared memory is charged that many times).
     ``cross_warp_sync``: a consumer that receives a value from another warp
     waits for it, like a blocking edge (the paper's elided constraint).
@@ -159,8 +160,14 @@ def prepare(graph, machine=None, options: SolveOptions = SolveOptions(), *,
     g = graph
     if graph.normalize:
         from .normalize import normalize_graph
-        g, norm = normalize_graph(graph, m, U=options.normalize_bound, objective=options.normalize_objective,
-                                  deadline=dl)
+        try:
+            g, norm = normalize_graph(graph, m, U=options.normalize_bound, objective=options.normalize_objective,
+                                      deadline=dl)
+        except SolverTimeoutError:
+            if not options.fallback:
+                raise
+            # No time for the ZLP's optimum: the best scaled rounding (deterministic, no CBC).
+            g, norm = normalize_graph(graph, m, U=options.normalize_bound, objective="rounding")
         report = {"U": norm.U, "objective": norm.objective, "distortion": norm.distortion,
                   "max_ratio_error": round(norm.max_ratio_error, 6),
                   "mapping": {str(k): v for k, v in sorted(norm.mapping.items())}}
@@ -173,7 +180,8 @@ def prepare(graph, machine=None, options: SolveOptions = SolveOptions(), *,
                     for op in g.ops)
         edges = tuple(replace(e, delay=0) if e.src in streaming else e for e in g.edges)
         g = g.replace(ops=ops, edges=edges, normalize=False)
-    dl.check("while preparing the graph (normalization)")
+    if not options.fallback:
+        dl.check("while preparing the graph (normalization)")
     return Prepared(graph=g, machine=m, normalization=report, streaming=streaming, deadline=dl)
 
 
