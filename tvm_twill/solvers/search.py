@@ -76,9 +76,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..errors import GraphError, InfeasibleError, SolverTimeoutError
-from ..model.graph import MAX_INT
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
+from ..model.graph import MAX_INT
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
 from .fallback import SERIAL, serial_schedule
 from .heuristic import Incumbent, register_peak
@@ -103,14 +103,16 @@ class SolveOptions:
     tie-breaks, check).  ``normalize_bound``: U of the normalization ZLP;
     ``normalize_objective``: ``"relative"`` (least relative ratio error, the
     default), ``"paper"`` (the paper's F) or ``"rounding"`` (the best scaled
-    rounding, no ZLP: what a solve falls back to when the limit ends the ZLP).  ``streaming_depth``: ring-buffer
-    depth of a streaming load (its shared memory is charged that many times).
+    rounding, no ZLP: what a solve falls back to when the limit ends the ZLP).
+    ``streaming_depth``: ring-buffer depth of a streaming load (its shared
+    memory is charged that many times).
     ``cross_warp_sync``: a consumer that receives a value from another warp
     waits for it, like a blocking edge (the paper's elided constraint).
     ``max_ii``: stop the search there (None: one iteration alone).
     ``heuristic``: look for an incumbent schedule first (``heuristic``);
     ``fallback``: without one, take the serial schedule valid by construction
-    (``fallback``: one iteration at a time) as the incumbent;
+    (``fallback``: one iteration at a time) as the incumbent, and when the
+    limit ends the normalization ZLP, normalize by the best scaled rounding;
     ``symmetry``: order interchangeable copies in the z3 model (``symmetry``).
     ``progress``: a callback taking ``progress.Progress`` reports (None: silent).
     """
