@@ -101,7 +101,8 @@ AT_LIMIT = {
     "a self-edge of delay 2**31-1": {"ops": [{"name": "A", "cycles": 1, "unit": "TC"}],
                                      "edges": [{"src": "A", "dst": "A", "delay": BIG, "distance": 1}]},
     "2**31-1 warp groups": {"machine": {"name": "m", "units": {"TC": 1, "ALU": 1}, "warp_groups": BIG},
-                            "ops": [{"name": "A", "cycles": 1, "unit": "TC"}, {"name": "B", "cycles": 1, "unit": "ALU"}],
+                            "ops": [{"name": "A", "cycles": 1, "unit": "TC"},
+                                    {"name": "B", "cycles": 1, "unit": "ALU"}],
                             "edges": [{"src": "A", "dst": "B", "delay": 1}]},
     "a recurrence of 2**31-1 delays": {
         "ops": [{"name": "A", "cycles": BIG, "unit": "TC"}, {"name": "B", "cycles": 1, "unit": "TC"},

@@ -134,7 +134,8 @@ def test_time_limit_exits_3_when_not_even_the_serial_schedule_is_valid(tmp_path,
     """Out of time before any valid schedule, and the serial one breaks the registers: exit 3, the reason said."""
     machine = {"format": "tvm-twill-machine/1", "name": "one_role", "units": {"TC": 1, "ALU": 1}, "warp_groups": 1}
     graph = graph_doc(ops=[{"name": "A", "unit": "TC", "cycles": 1, "regs": 200},
-                           {"name": "B", "unit": "ALU", "cycles": 1, "regs": 100}, {"name": "C", "unit": "TC", "cycles": 1}],
+                           {"name": "B", "unit": "ALU", "cycles": 1, "regs": 100},
+                           {"name": "C", "unit": "TC", "cycles": 1}],
                       edges=[{"src": "A", "dst": "C"}, {"src": "B", "dst": "C"}], machine=machine)
     code, _, err = run(["solve", write(tmp_path, "g.json", graph), "--time-limit", "0.001"], capsys)
     assert code == 3

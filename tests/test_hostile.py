@@ -511,7 +511,8 @@ _AT_LIMIT = {
     "a self-edge of delay 2**31-1": {"ops": [{"name": "A", "cycles": 1, "unit": "TC"}],
                                      "edges": [{"src": "A", "dst": "A", "delay": _BIG, "distance": 1}]},
     "2**31-1 warp groups": {"machine": {"name": "m", "units": {"TC": 1, "ALU": 1}, "warp_groups": _BIG},
-                            "ops": [{"name": "A", "cycles": 1, "unit": "TC"}, {"name": "B", "cycles": 1, "unit": "ALU"}],
+                            "ops": [{"name": "A", "cycles": 1, "unit": "TC"},
+                                    {"name": "B", "cycles": 1, "unit": "ALU"}],
                             "edges": [{"src": "A", "dst": "B", "delay": 1}]},
     "a chain of 2**31-1 delays on one unit": {
         "ops": [{"name": "A", "cycles": _BIG, "unit": "TC"}, {"name": "B", "cycles": 1, "unit": "TC"},

@@ -112,9 +112,10 @@ def refute_every_ii(graph, machine, stop=None) -> Refutation | None:
     vl = [o for o in graph.ops if o.variable_latency]
     fixed = [o for o in graph.ops if not o.variable_latency]
     if vl and W < 2:
-        return Refutation(Family.VARIABLE_LATENCY, f"variable-latency ops ({', '.join(o.name for o in vl)}) need a warp "
-                                              f"role of their own (rule 3) but machine '{machine.name}' has one "
-                                              "warp group: give it warp_groups >= 2")
+        names = ", ".join(o.name for o in vl)
+        return Refutation(Family.VARIABLE_LATENCY, f"variable-latency ops ({names}) need a warp role of their own "
+                                                   f"(rule 3) but machine '{machine.name}' has one warp group: give "
+                                                   "it warp_groups >= 2")
     limit = machine.regs_per_thread_max
     groups = [(fixed, W - 1 if vl else W)]
     if vl:

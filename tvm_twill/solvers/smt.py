@@ -8,9 +8,10 @@ depend on the magnitude of the cycle counts:
 
 * ``t_v = ii*q_v + r_v`` with ``0 <= r_v < ii``: issue time, stage, slot.
 * ``w_v``: the warp role, as one-hot booleans over the roles a schedule can
-  use (``symmetry.role_ids``: at most one per op, whatever the machine's count).  Variable-latency ops go to role ``W-1`` and no
-  other op does (rule 3); the other roles are symmetric, so they are filled
-  in first-fit order (op k uses a role at most one above those before it).
+  use (``symmetry.role_ids``: at most one per op, whatever the machine's
+  count).  Variable-latency ops go to role ``W-1`` and no other op does
+  (rule 3); the other roles are symmetric, so they are filled in first-fit
+  order (op k uses a role at most one above those before it).
 * Dependences (rule 1): ``t_v + delta*ii >= t_u + d + (w_u != w_v ? spill_u : 0)``.
 * Resources (rule 2): on a unit of capacity 1 that ops occupy for
   contiguous cycles, two ops u, v do not collide iff the slot distance
