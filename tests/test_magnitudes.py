@@ -333,3 +333,23 @@ def test_roles_are_bounded_by_the_ops_not_the_machine():
     s = solve(g, m, time_limit=60)
     assert check(s, prepare(g, m).graph, m) == [] and s.optimal
     assert s.ops["L"].warp == BIG - 1 and s.ops["A"].warp != s.ops["B"].warp  # both live always: two roles
+
+
+def test_reading_costs_are_bounded_by_the_file_and_table_limits(tmp_path):
+    """A reservation table is one row per cycle, so its rows are capped (4096): past that an op of
+    many cycles is unit + cycles, which costs the same at any magnitude.  Files are capped at 32 MiB,
+    which bounds the memory of parsing any of them (a 256 MiB list of empty objects took ~7 GB)."""
+    from tvm_twill.model import load_graph
+    from tvm_twill.model.io import MAX_FILE_BYTES, MAX_RRT_ROWS
+
+    def doc(rows):
+        return {"format": "tvm-twill-graph/1", "name": "g", "normalize": False,
+                "ops": [{"name": "A", "cycles": rows, "rrt": [{"TC": 1}] * rows}]}
+    assert graph_from_dict(doc(MAX_RRT_ROWS)).ops[0].usage("TC") == MAX_RRT_ROWS == 4096
+    with pytest.raises(FormatError, match=r"op 'A' rrt has 4097 rows, more than 4096: a table lists one row per "
+                                          r"cycle; describe a longer op by unit and cycles"):
+        graph_from_dict(doc(MAX_RRT_ROWS + 1))
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    with pytest.raises(FormatError, match=r"larger than 32 MiB, far beyond any loop body"):
+        load_graph(big)

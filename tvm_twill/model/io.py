@@ -166,6 +166,9 @@ def _op_from_dict(d, i: int, ctx: str) -> Op:
         rrt = d["rrt"]
         if not isinstance(rrt, list):
             raise FormatError(f"{_where(ctx)}{where} rrt must be a list of objects unit -> instances")
+        if len(rrt) > MAX_RRT_ROWS:
+            raise FormatError(f"{_where(ctx)}{where} rrt has {len(rrt)} rows, more than {MAX_RRT_ROWS}: a table "
+                              "lists one row per cycle; describe a longer op by unit and cycles")
         rows = []
         for j, row in enumerate(rrt):
             if not isinstance(row, dict):
@@ -358,11 +361,16 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
 
 
 # -- files -----------------------------------------------------------------
-#: The largest file read (a 60k-op graph is about 6 MB).
-MAX_FILE_BYTES = 256 * 2**20
+#: The largest file read (a 60k-op graph is about 6 MB).  Parsed JSON takes up to
+#: about 27 bytes of memory per byte of file (a list of empty objects), so this
+#: bounds what reading any file can cost to about 1 GB.
+MAX_FILE_BYTES = 32 * 2**20
 #: JSON nesting deeper than this is refused (the formats need 4 levels).
 MAX_DEPTH = 64
 _MAX_DIGITS = 30  # longer integer literals are refused while parsing (no field to name yet)
+#: The longest explicit reservation table (rows are cycles, so the solver's and the
+#: checker's passes over a table are bounded by this, not by a cycle count).
+MAX_RRT_ROWS = 4096
 
 
 class _Refused(Exception):
