@@ -19,6 +19,14 @@ with an executing op (rule 4) and no scheduled successor is violated (rule
 evicted, within a budget of placements.  Registers and memory (rules 5, 6)
 are left to the independent checker, which decides every candidate.
 
+Magnitudes.  The reservation table is ``mrt.ModuloTable``: placed runs as
+arcs modulo ii, the earliest fitting cycle found by a sweep over forbidden
+arcs (blocking waits too), never a loop over cycles or slots; roles are
+``symmetry.role_ids`` (at most one per op), never one per warp group of the
+machine.  So an op of 2**31-1 cycles, a delay of 2**31-1 or a machine of
+2**31-1 warp groups costs what small ones do.  ``stop`` (the deadline) is
+polled between attempts and every ``STOP_EVERY`` placements.
+
 Warp assignments (``warp_candidates``): variable-latency ops on the last
 role (rule 3); the other ops by a few deterministic seeds (one role per
 connected component, per unit, per component and unit, all on one role).
