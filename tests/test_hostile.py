@@ -173,7 +173,7 @@ HOSTILE_SCHEDULES = {
     "solve_seconds a string": (_sched(solve_seconds="x"), r"solve_seconds must be a number"),
     "solve_seconds 1e400": (json.dumps(_sched(solve_seconds=1.5)).replace("1.5", "1e400"),
                             r"solve_seconds must be a number"),
-    "ii 1e12": (_sched(ii=10**12), r"ii is .*beyond what any GPU loop has"),
+    "ii past 2**53": (_sched(ii=2**53 + 1), r"ii is .*beyond what any GPU loop has"),
     "time 1e18": (json.dumps(_sched()).replace('"time": 0', '"time": 1000000000000000000', 1), r"beyond"),
     "ops a list": (_sched(ops=[]), r"schedule ops must be an object"),
     "machine of another graph": (_sched(machine="b200"), r"schedule for machine 'b200'"),
@@ -500,3 +500,52 @@ def test_nul_in_paths_in_process(tmp_path):
     code, _, err = run_cli(["example", "fa_fwd_fig1", "--json", str(tmp_path / "x\x00.json")])
     assert_clean(code, err, bad_input=True)
     assert "cannot write" in err
+
+
+# -- magnitudes at the documented limit, through the whole CLI ----------------------
+_BIG = 2**31 - 1
+_AT_LIMIT = {
+    "an op of 2**31-1 cycles": {"ops": [{"name": "A", "cycles": _BIG, "unit": "TC"},
+                                        {"name": "B", "cycles": 1, "unit": "ALU"}],
+                                "edges": [{"src": "A", "dst": "B", "delay": 1}]},
+    "a self-edge of delay 2**31-1": {"ops": [{"name": "A", "cycles": 1, "unit": "TC"}],
+                                     "edges": [{"src": "A", "dst": "A", "delay": _BIG, "distance": 1}]},
+    "2**31-1 warp groups": {"machine": {"name": "m", "units": {"TC": 1, "ALU": 1}, "warp_groups": _BIG},
+                            "ops": [{"name": "A", "cycles": 1, "unit": "TC"},
+                                    {"name": "B", "cycles": 1, "unit": "ALU"}],
+                            "edges": [{"src": "A", "dst": "B", "delay": 1}]},
+    "a chain of 2**31-1 delays on one unit": {
+        "ops": [{"name": "A", "cycles": _BIG, "unit": "TC"}, {"name": "B", "cycles": 1, "unit": "TC"},
+                {"name": "C", "cycles": 5, "unit": "SFU", "regs": 100}],
+        "edges": [{"src": "A", "dst": "B", "delay": _BIG, "blocking": True}, {"src": "B", "dst": "C", "delay": _BIG},
+                  {"src": "C", "dst": "A", "delay": _BIG, "distance": 1}]},
+    "a delay of 2**31-1 between one-cycle ops (2**30 copies in flight)": {
+        "ops": [{"name": "A", "cycles": 1, "unit": "TC"}, {"name": "B", "cycles": 1, "unit": "TC"}],
+        "edges": [{"src": "A", "dst": "B", "delay": _BIG}]},
+    "a unit of capacity 2**31-1": {"machine": {"name": "m", "units": {"TC": _BIG}, "warp_groups": 4},
+                                   "ops": [{"name": "A", "cycles": _BIG, "unit": "TC"},
+                                           {"name": "B", "cycles": _BIG, "unit": "TC"}]},
+}
+
+
+def _limit_memory_and_cpu():
+    """2 GiB of address space and 120 s of CPU: a solve that sizes tables by a magnitude is
+    killed (MemoryError, or SIGXCPU) instead of taking the machine down.  Not a timing: the
+    assertions are on the exit status and the files."""
+    import resource
+    _limit()
+    resource.setrlimit(resource.RLIMIT_CPU, (120, 120))
+
+
+@pytest.mark.parametrize("case", sorted(_AT_LIMIT))
+def test_magnitudes_at_the_limit_are_solved_and_checked(case, tmp_path):
+    graph = write(tmp_path, "g.json", {"format": "tvm-twill-graph/1", "name": "g", "normalize": False,
+                                       **_AT_LIMIT[case]})
+    sched = str(tmp_path / "s.json")
+    cmd = [sys.executable, "-m", "tvm_twill.cli", "solve", graph, "--time-limit", "2", "--json", sched, "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, env=_env(), cwd=REPO, timeout=300,
+                          preexec_fn=_limit_memory_and_cpu)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-500:])
+    assert b"Traceback" not in proc.stderr and len(proc.stdout) < 100_000  # the report lists no copy per cycle
+    code, out, err = run_cli(["check", graph, sched])
+    assert code == 0 and out.startswith("valid: g"), (code, out, err)

@@ -107,7 +107,7 @@ def test_bad_inputs_are_input_errors():
         normalize_costs([1, -4])
     with pytest.raises(InputError, match="U must be an integer >= 1, got 0"):
         normalize_costs([1], U=0)
-    with pytest.raises(InputError, match="objective must be one of relative, paper, got 'best'"):
+    with pytest.raises(InputError, match="objective must be one of relative, paper, rounding, got 'best'"):
         normalize_costs([1, 2], objective="best")
 
 

@@ -231,7 +231,7 @@ def test_no_incumbent_and_no_time_is_a_timeout(monkeypatch):
     g = load_example("gemm_tma")
     monkeypatch.setattr(search, "JointProblem", _Clock(0))
     with pytest.raises(SolverTimeoutError):
-        solve(g, options=SolveOptions(heuristic=False))
+        solve(g, options=SolveOptions(heuristic=False, fallback=False))
 
 
 # -- progress ----------------------------------------------------------------------------

@@ -43,6 +43,8 @@ from .model.checker import live_instances
 #: Listings longer than this many cycles keep only the cycles where a unit
 #: changes state or an op issues (raw-cycle schedules span thousands).
 FULL_LISTING_MAX = 64
+#: Schedules with more overlapped copies (length / ii) get one line instead of a listing.
+PIPELINE_MAX_COPIES = 64
 
 
 def table(headers: list[str], rows: list[list]) -> str:
@@ -246,6 +248,9 @@ def _copies(schedule) -> int:
 def pipeline(schedule, graph, machine) -> str:
     """Prologue, steady state and epilogue as a cycle-by-cycle listing (module docstring)."""
     ii, copies = schedule.ii, _copies(schedule)
+    if copies > PIPELINE_MAX_COPIES:  # a listing per copy would grow with the magnitudes
+        return (f"pipeline: {copies} overlapped copies of the schedule, {ii} {time_unit(schedule)} apart: more than "
+                f"the {PIPELINE_MAX_COPIES} listed (the ops table above gives every time)")
     units = _units(graph, machine)
     span = (copies - 1) * ii + schedule.length
     issues: dict[int, list[str]] = {}

@@ -6,7 +6,9 @@ checked by ``Graph`` and ``Machine`` themselves.  Files are read as UTF-8
 and refused, with one line, when hostile rather than merely wrong (the
 "Limits" of docs/formats.md): duplicate keys, NaN/Infinity, integers beyond
 2**31-1, nesting deeper than any format needs, control characters or lone
-surrogates in strings, files over ``MAX_FILE_BYTES``.
+surrogates in strings, files over ``MAX_FILE_BYTES``.  Schedules may hold
+times, stages, ii and lengths up to ``MAX_SCHEDULE_INT`` (sums of graph
+integers).
 """
 from __future__ import annotations
 
@@ -57,17 +59,24 @@ def _show(x) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _int(x, what: str, ctx: str) -> int:
+#: Schedule times, stages, ii and lengths are sums of graph integers (at most
+#: MAX_INT each), so they may exceed MAX_INT; they stay exact in every JSON reader
+#: (a double holds integers up to 2**53 exactly).
+MAX_SCHEDULE_INT = 2**53
+
+
+def _int(x, what: str, ctx: str, limit: int = MAX_INT) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
         raise FormatError(f"{_where(ctx)}{what} must be an integer, got {_show(x)}")
-    if not -MAX_INT <= x <= MAX_INT:
+    if not -limit <= x <= limit:
         raise FormatError(f"{_where(ctx)}{what} is {show_int(x)}, beyond what any GPU loop has "
-                          f"(integers are at most {MAX_INT})")
+                          f"(integers are at most {limit})")
     return x
 
 
-def _opt_int(x, what: str, ctx: str):
-    return None if x is None else _int(x, what, ctx)
+def _time_int(x, what: str, ctx: str) -> int:
+    """A schedule's time, stage, ii or length: at most MAX_SCHEDULE_INT."""
+    return _int(x, what, ctx, MAX_SCHEDULE_INT)
 
 
 def _num(x, what: str, ctx: str) -> float:
@@ -157,6 +166,9 @@ def _op_from_dict(d, i: int, ctx: str) -> Op:
         rrt = d["rrt"]
         if not isinstance(rrt, list):
             raise FormatError(f"{_where(ctx)}{where} rrt must be a list of objects unit -> instances")
+        if len(rrt) > MAX_RRT_ROWS:
+            raise FormatError(f"{_where(ctx)}{where} rrt has {len(rrt)} rows, more than {MAX_RRT_ROWS}: a table "
+                              "lists one row per cycle; describe a longer op by unit and cycles")
         rows = []
         for j, row in enumerate(rrt):
             if not isinstance(row, dict):
@@ -296,11 +308,12 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         raise FormatError(f"{_where(ctx)}schedule ops must be an object name -> placement")
     for n, p in d["ops"].items():
         p = _obj(p, f"ops['{n}']", {"time", "stage", "order", "warp"}, {"time", "stage", "order", "warp"}, ctx)
-        ops[n] = Placement(**{k: _int(p[k], f"op '{n}' {k}", ctx) for k in ("time", "stage", "order", "warp")})
+        ops[n] = Placement(**{k: (_time_int if k in ("time", "stage") else _int)(p[k], f"op '{n}' {k}", ctx)
+                              for k in ("time", "stage", "order", "warp")})
     lb = d.get("lower_bound")
     if lb is not None:
         lb = _obj(lb, "lower_bound", {"ii", "resource", "recurrence"}, {"ii", "resource", "recurrence"}, ctx)
-        lb = LowerBound(**{k: _int(lb[k], f"lower_bound {k}", ctx) for k in ("ii", "resource", "recurrence")})
+        lb = LowerBound(**{k: _time_int(lb[k], f"lower_bound {k}", ctx) for k in ("ii", "resource", "recurrence")})
     attempts = []
     for i, a in enumerate(_list(d.get("attempts", []), "attempts", ctx)):
         a = _obj(a, f"attempts[{i}]", {"ii", "length", "result", "seconds", "reason", "solver"},
@@ -309,8 +322,10 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         if result not in _RESULTS:
             raise FormatError(f"{_where(ctx)}attempts[{i}] result must be one of {', '.join(_RESULTS)}, "
                               f"got {_show(result)}")
-        attempts.append(Attempt(ii=_int(a["ii"], f"attempts[{i}] ii", ctx),
-                                length=_opt_int(a.get("length"), f"attempts[{i}] length", ctx), result=result,
+        length = a.get("length")
+        attempts.append(Attempt(ii=_time_int(a["ii"], f"attempts[{i}] ii", ctx),
+                                length=None if length is None else _time_int(length, f"attempts[{i}] length", ctx),
+                                result=result,
                                 seconds=_num(a.get("seconds", 0.0), f"attempts[{i}] seconds", ctx),
                                 reason=_opt_str(a.get("reason"), f"attempts[{i}] reason", ctx),
                                 solver=_opt_str(a.get("solver"), f"attempts[{i}] solver", ctx)))
@@ -325,9 +340,9 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
             raise FormatError(f"{_where(ctx)}normalization U must be >= 1, got {norm['U']}")
         if _int(norm["distortion"], "normalization distortion", ctx) < 0:
             raise FormatError(f"{_where(ctx)}normalization distortion must be >= 0, got {norm['distortion']}")
-        if "objective" in norm and norm["objective"] not in ("relative", "paper"):
-            raise FormatError(f"{_where(ctx)}normalization objective must be \"relative\" or \"paper\", "
-                              f"got {_show(norm['objective'])}")
+        if "objective" in norm and norm["objective"] not in ("relative", "paper", "rounding"):
+            raise FormatError(f"{_where(ctx)}normalization objective must be \"relative\", \"paper\" or "
+                              f"\"rounding\", got {_show(norm['objective'])}")
         if "max_ratio_error" in norm:
             _num(norm["max_ratio_error"], "normalization max_ratio_error", ctx)
         if not isinstance(norm["mapping"], dict):
@@ -344,7 +359,7 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
         if _int(stream["depth"], "streaming depth", ctx) < 1:
             raise FormatError(f"{_where(ctx)}streaming depth must be >= 1")
     return Schedule(graph=_str(d["graph"], "schedule graph", ctx), machine=_str(d["machine"], "machine", ctx),
-                    ii=_int(d["ii"], "ii", ctx), length=_int(d["length"], "length", ctx), ops=ops,
+                    ii=_time_int(d["ii"], "ii", ctx), length=_time_int(d["length"], "length", ctx), ops=ops,
                     cycles={n: _int(c, f"cycles of '{n}'", ctx) for n, c in cycles.items()},
                     optimal=_bool(d.get("optimal", False), "optimal", ctx), lower_bound=lb,
                     solve_seconds=_num(d.get("solve_seconds", 0.0), "solve_seconds", ctx), attempts=tuple(attempts),
@@ -352,11 +367,16 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
 
 
 # -- files -----------------------------------------------------------------
-#: The largest file read (a 60k-op graph is about 6 MB).
-MAX_FILE_BYTES = 256 * 2**20
+#: The largest file read (a 60k-op graph is about 6 MB).  Parsed JSON takes up to
+#: about 27 bytes of memory per byte of file (a list of empty objects), so this
+#: bounds what reading any file can cost to about 1 GB.
+MAX_FILE_BYTES = 32 * 2**20
 #: JSON nesting deeper than this is refused (the formats need 4 levels).
 MAX_DEPTH = 64
 _MAX_DIGITS = 30  # longer integer literals are refused while parsing (no field to name yet)
+#: The longest explicit reservation table (rows are cycles, so the solver's and the
+#: checker's passes over a table are bounded by this, not by a cycle count).
+MAX_RRT_ROWS = 4096
 
 
 class _Refused(Exception):

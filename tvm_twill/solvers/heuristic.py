@@ -19,6 +19,14 @@ with an executing op (rule 4) and no scheduled successor is violated (rule
 evicted, within a budget of placements.  Registers and memory (rules 5, 6)
 are left to the independent checker, which decides every candidate.
 
+Magnitudes.  The reservation table is ``mrt.ModuloTable``: placed runs as
+arcs modulo ii, the earliest fitting cycle found by a sweep over forbidden
+arcs (blocking waits too), never a loop over cycles or slots; roles are
+``symmetry.role_ids`` (at most one per op), never one per warp group of the
+machine.  So an op of 2**31-1 cycles, a delay of 2**31-1 or a machine of
+2**31-1 warp groups costs what small ones do.  ``stop`` (the deadline) is
+polled between attempts and every ``STOP_EVERY`` placements.
+
 Warp assignments (``warp_candidates``): variable-latency ops on the last
 role (rule 3); the other ops by a few deterministic seeds (one role per
 connected component, per unit, per component and unit, all on one role).
@@ -40,7 +48,8 @@ import time as _time
 from dataclasses import dataclass
 
 from ..model import check, make_schedule
-from .symmetry import components
+from .mrt import ModuloTable, op_runs
+from .symmetry import components, role_ids
 
 #: IMS placement budget per op (Rau's BudgetRatio).
 BUDGET_RATIO = 6
@@ -48,6 +57,8 @@ BUDGET_RATIO = 6
 RESTARTS = 6
 #: Register-repair rounds per warp seed.
 REPAIR_ROUNDS = 4
+#: ``modulo_schedule`` polls its ``stop`` callable once per this many placements.
+STOP_EVERY = 32
 
 
 @dataclass(frozen=True)
@@ -68,9 +79,9 @@ def warp_candidates(graph, machine) -> list[tuple[str, dict]]:
     W = machine.warp_groups
     vl = [o.name for o in graph.ops if o.variable_latency]
     fixed = [o.name for o in graph.ops if not o.variable_latency]
-    K = W - 1 if vl else W
-    if K < 1 or (vl and W < 2):
+    if vl and W < 2:
         return []
+    K = len(role_ids(graph, machine)) - (1 if vl else 0)  # roles past the number of ops never help
     base = {n: W - 1 for n in vl}
     comps = components(fixed, graph.edges)
     comp_of = {n: i for i, c in enumerate(comps) for n in c}
@@ -132,137 +143,144 @@ def _heights(graph, machine, ii, warps) -> dict | None:
 
 def modulo_schedule(graph, machine, ii: int, warps: dict, *, cross_warp_sync: bool = False,
                     choices: dict | None = None, reg_budget: bool = False, spill_first: bool = False,
-                    perturb: int | None = None):
+                    perturb: int | None = None, stop=None):
     """(times, warps) meeting rules 1-4 at ``ii``, or None (IMS, see the module doc).
 
     ``warps`` fixes ops' roles; an op in ``choices`` (op -> candidate roles)
     gets, when it is placed, the candidate role with the earliest fitting
     cycle (ties: fewest spills from scheduled producers, then candidate
     order); with ``reg_budget`` a role whose ops' registers would sum above
-    the limit is taken only when no other fits."""
-    choices = choices or {}
+    the limit is taken only when no other fits.  The reservation table is
+    ``mrt.ModuloTable`` (intervals), so the cost does not depend on ii or on
+    the cycle counts.  ``stop``: a callable polled every ``STOP_EVERY``
+    placements (the first one included); when it returns true the attempt
+    ends with None."""
     ii = int(ii)
     cap = dict(machine.units)
     names = graph.names
-    cyc = {o.name: o.cycles for o in graph.ops}
-    regs = {o.name: o.regs for o in graph.ops}
-    res = {o.name: [(j, u, k) for j, row in enumerate(o.reservation()) for u, k in row] for o in graph.ops}
-    for r in res.values():
-        if any(k > cap.get(u, 0) for _, u, k in r):
-            return None
-    simple = {n: len({u for _, u, _ in r}) == 1 and all(k == 1 for _, _, k in r) and
-              [j for j, _, _ in r] == list(range(len(r))) for n, r in res.items()}
-    sp = {o.name: machine.spill_of(o) for o in graph.ops}
-    ins = {n: [e for e in graph.in_edges(n)] for n in names}
-    outs = {n: [e for e in graph.out_edges(n)] for n in names}
+    runs = {o.name: op_runs(o) for o in graph.ops}
+    if any(k > cap.get(u, 0) for r in runs.values() for _, _, u, k in r):
+        return None
     h = _heights(graph, machine, ii, warps)
     if h is None:
         return None
-    idx = {n: i for i, n in enumerate(names)}
-    if perturb is None:
-        rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-h[n], idx[n])))}
-    else:  # a seeded restart: heights jittered by up to ii/4, candidate roles shuffled
-        rnd = random.Random(perturb)
-        jitter = {n: rnd.randrange(max(1, ii // 4)) for n in names}
-        rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-h[n] - jitter[n], idx[n])))}
-        choices = {n: tuple(rnd.sample(c, len(c))) for n, c in choices.items()}
-    mrt = {u: [0] * ii for u in cap}
-    occupant = {u: [[] for _ in range(ii)] for u in cap}
-    t: dict = {}
-    w: dict = dict(warps)
-    last: dict = {}
-
-    def is_bdst(x, wx):
-        return any(e.blocking or (cross_warp_sync and e.src in t and e.src != x and w[e.src] != wx)
-                   for e in ins[x])
-
-    def blocking_conflicts(n, k, time):
-        out = []
-        n_b = is_bdst(n, k)
-        for o in t:
-            if o == n or w[o] != k:
-                continue
-            if n_b and cyc[o] and (time - t[o]) % ii < cyc[o]:
-                out.append(o)
-            elif cyc[n] and (t[o] - time) % ii < cyc[n] and is_bdst(o, k):
-                out.append(o)
-        return out
-
-    def first_fit(n, k, est, lst):
-        time = est
-        while time <= lst:
-            jump = None
-            for j, u, q in res[n]:
-                if mrt[u][(time + j) % ii] + q > cap[u]:
-                    jump = time + j + 1 if simple[n] else time + 1
-                    break
-            if jump is not None:
-                time = jump
-                continue
-            if not blocking_conflicts(n, k, time):
-                return time
-            time += 1
-        return None
-
-    def bounds(n, k):
-        est = max([0] + [t[e.src] + _latency(e, sp[e.src], w[e.src], k, ii)
-                         for e in ins[n] if e.src in t and e.src != n])
-        lst = min([est + ii - 1] + [t[e.dst] - _latency(e, sp[n], k, w[e.dst], ii)
-                                    for e in outs[n] if e.dst in t and e.dst != n])
-        return est, lst
-
-    limit = machine.regs_per_thread_max
-    budget = BUDGET_RATIO * len(names) + len(names)
+    rank, choices = _ranks(names, h, ii, choices or {}, perturb)
+    state = _Placer(graph, machine, ii, dict(warps), runs, cross_warp_sync)
+    budget = total = BUDGET_RATIO * len(names) + len(names)
     unscheduled = set(names)
     while unscheduled:
-        if budget <= 0:
+        if budget <= 0 or (stop is not None and (total - budget) % STOP_EVERY == 0 and stop()):
             return None
         budget -= 1
         n = min(unscheduled, key=rank.__getitem__)
-        cands = choices.get(n, (w.get(n),))
+        k, chosen = state.choose(n, choices.get(n, (state.w.get(n),)), reg_budget, spill_first)
+        unscheduled |= state.place(n, k, chosen)
+        unscheduled.discard(n)
+    t = state.t
+    base = min(t.values()) // ii * ii
+    return {n: t[n] - base for n in names}, state.w
+
+
+def _ranks(names, h, ii, choices, perturb):
+    """Placement priority (height, then graph order) and the candidate roles; a seeded restart
+    jitters heights by up to ii/4 and shuffles each op's candidate roles."""
+    idx = {n: i for i, n in enumerate(names)}
+    if perturb is None:
+        return {n: i for i, n in enumerate(sorted(names, key=lambda n: (-h[n], idx[n])))}, choices
+    rnd = random.Random(perturb)
+    jitter = {n: rnd.randrange(max(1, ii // 4)) for n in names}
+    rank = {n: i for i, n in enumerate(sorted(names, key=lambda n: (-h[n] - jitter[n], idx[n])))}
+    return rank, {n: tuple(rnd.sample(c, len(c))) for n, c in choices.items()}
+
+
+class _Placer:
+    """The partial schedule of one IMS attempt: times, roles, the reservation table."""
+
+    def __init__(self, graph, machine, ii, warps, runs, cross_warp_sync):
+        self.g, self.ii, self.w, self.runs, self.cws = graph, ii, warps, runs, cross_warp_sync
+        self.table = ModuloTable(ii, machine.units)
+        self.cyc = {o.name: o.cycles for o in graph.ops}
+        self.regs = {o.name: o.regs for o in graph.ops}
+        self.sp = {o.name: machine.spill_of(o) for o in graph.ops}
+        self.ins = {n: graph.in_edges(n) for n in graph.names}
+        self.outs = {n: graph.out_edges(n) for n in graph.names}
+        self.idx = {n: i for i, n in enumerate(graph.names)}
+        self.limit = machine.regs_per_thread_max
+        self.t: dict = {}
+        self.last: dict = {}
+
+    def is_bdst(self, x, wx) -> bool:
+        t, w = self.t, self.w
+        return any(e.blocking or (self.cws and e.src in t and e.src != x and w[e.src] != wx) for e in self.ins[x])
+
+    def blocking_arcs(self, n, k) -> list:
+        """Arcs of issue times of ``n`` on role ``k`` that break rule 4 against a placed op."""
+        arcs, ii, cyc = [], self.ii, self.cyc
+        n_b = self.is_bdst(n, k)
+        for o, to in self.t.items():
+            if o == n or self.w[o] != k:
+                continue
+            if n_b and cyc[o]:  # n waits while an instance of o executes: (t - t_o) mod ii < c_o
+                arcs.append((to % ii, cyc[o]))
+            if cyc[n] and self.is_bdst(o, k):  # o waits while n executes: (t_o - t) mod ii < c_n
+                arcs.append(((to - cyc[n] + 1) % ii, cyc[n]))
+        return arcs
+
+    def blocking_conflicts(self, n, k, time) -> list:
+        ii, cyc = self.ii, self.cyc
+        n_b = self.is_bdst(n, k)
+        return [o for o, to in self.t.items() if o != n and self.w[o] == k and
+                ((n_b and cyc[o] and (time - to) % ii < cyc[o]) or
+                 (cyc[n] and (to - time) % ii < cyc[n] and self.is_bdst(o, k)))]
+
+    def bounds(self, n, k):
+        t, w, sp = self.t, self.w, self.sp
+        est = max([0] + [t[e.src] + _latency(e, sp[e.src], w[e.src], k, self.ii)
+                         for e in self.ins[n] if e.src in t and e.src != n])
+        lst = min([est + self.ii - 1] + [t[e.dst] - _latency(e, sp[n], k, w[e.dst], self.ii)
+                                         for e in self.outs[n] if e.dst in t and e.dst != n])
+        return est, lst
+
+    def choose(self, n, cands, reg_budget, spill_first):
+        """(role, time) for ``n``: the best fitting candidate, else forced (time None)."""
         best = None
         for pos, k in enumerate(cands):
-            est, lst = bounds(n, k)
-            time = first_fit(n, k, est, lst)
+            est, lst = self.bounds(n, k)
+            time = self.table.first_fit(self.runs[n], est, lst, self.blocking_arcs(n, k)) if est <= lst else None
             if time is None:
                 continue
-            over = reg_budget and regs[n] and sum(regs[o] for o in t if w[o] == k) + regs[n] > limit
-            spills = sum(1 for e in ins[n] if e.src in t and w[e.src] != k)
+            over = reg_budget and self.regs[n] and \
+                sum(self.regs[o] for o in self.t if self.w[o] == k) + self.regs[n] > self.limit
+            spills = sum(1 for e in self.ins[n] if e.src in self.t and self.w[e.src] != k)
             key = (bool(over), spills, time, pos) if spill_first else (bool(over), time, spills, pos)
             if best is None or key < best[0]:
                 best = (key, k, time)
         if best is not None:
-            _, k, chosen = best
-        else:
-            k = w.get(n)
-            if k is None:  # forced: keep the role it had, else the first candidate
-                k = cands[0]
-            est, _ = bounds(n, k)
-            chosen = est if n not in last or last[n] < est else last[n] + 1
-            evict = set(blocking_conflicts(n, k, chosen))
-            for j, u, q in res[n]:
-                r = (chosen + j) % ii
-                if mrt[u][r] + q > cap[u]:
-                    evict.update(occupant[u][r])
-            for e in outs[n]:
-                if e.dst in t and e.dst != n and t[e.dst] < chosen + _latency(e, sp[n], k, w[e.dst], ii):
+            return best[1], best[2]
+        k = self.w.get(n)
+        return (cands[0] if k is None else k), None  # forced: keep the role it had, else the first candidate
+
+    def place(self, n, k, chosen) -> set:
+        """Place ``n`` on role ``k`` at ``chosen`` (None: forced, evicting what it conflicts with);
+        return the evicted ops."""
+        evict = set()
+        if chosen is None:
+            est, _ = self.bounds(n, k)
+            chosen = est if n not in self.last or self.last[n] < est else self.last[n] + 1
+            evict = set(self.blocking_conflicts(n, k, chosen)) | self.table.conflicts(self.runs[n], chosen)
+            for e in self.outs[n]:
+                if e.dst in self.t and e.dst != n and \
+                        self.t[e.dst] < chosen + _latency(e, self.sp[n], k, self.w[e.dst], self.ii):
                     evict.add(e.dst)
             evict.discard(n)
-            for o in sorted(evict, key=idx.__getitem__):
-                time = t.pop(o)
-                for j, u, q in res[o]:
-                    mrt[u][(time + j) % ii] -= q
-                    occupant[u][(time + j) % ii].remove(o)
-                unscheduled.add(o)
-        w[n] = k
-        t[n] = chosen
-        for j, u, q in res[n]:
-            mrt[u][(chosen + j) % ii] += q
-            occupant[u][(chosen + j) % ii].append(n)
-        last[n] = chosen
-        unscheduled.discard(n)
-    base = min(t.values()) // ii * ii
-    return {n: t[n] - base for n in names}, w
+            for o in sorted(evict, key=self.idx.__getitem__):
+                del self.t[o]
+                self.table.remove(o)
+        self.w[n] = k
+        self.t[n] = chosen
+        self.table.place(n, chosen, self.runs[n])
+        self.last[n] = chosen
+        return evict
 
 
 def _warp_pressure(graph, machine, ii, times, warps):
@@ -275,9 +293,7 @@ def _warp_pressure(graph, machine, ii, times, warps):
     worst = None
     for w in sorted(set(warps.values())):
         ops = [n for n in live if warps[n] == w]
-        for r in range(ii):  # pressure changes only where an interval starts; check those slots
-            if not any(live[n][0] % ii == r for n in ops):
-                continue
+        for r in sorted({live[n][0] % ii for n in ops}):  # pressure rises only where an interval starts
             tot, at = 0, []
             for n in ops:
                 s, e = live[n]
@@ -308,11 +324,10 @@ def register_peak(graph, ii: int, times: dict, warps: dict) -> int:
     return peak
 
 
-def try_ii(graph, machine, ii: int, *, cross_warp_sync: bool = False, seeds=None):
-    """A checked (times, warps, seed name) at ``ii``, or None."""
-    W = machine.warp_groups
+def try_ii(graph, machine, ii: int, *, cross_warp_sync: bool = False, seeds=None, stop=None):
+    """A checked (times, warps, seed name) at ``ii``, or None (also when ``stop()`` turns true)."""
     vl = any(o.variable_latency for o in graph.ops)
-    K = W - 1 if vl else W
+    K = len(role_ids(graph, machine)) - (1 if vl else 0)
     cyc = {o.name: o.cycles for o in graph.ops}
     for name, warps, choices, reg_budget in (seeds if seeds is not None else warp_candidates(graph, machine)):
         warps = dict(warps)
@@ -321,7 +336,7 @@ def try_ii(graph, machine, ii: int, *, cross_warp_sync: bool = False, seeds=None
             r = modulo_schedule(graph, machine, ii, warps, cross_warp_sync=cross_warp_sync,
                                 choices=choices if round_ == 0 else None, reg_budget=reg_budget is True,
                                 spill_first=reg_budget == "spills",
-                                perturb=None if restart is None else ii * 7919 + restart)
+                                perturb=None if restart is None else ii * 7919 + restart, stop=stop)
             if r is None:
                 break
             times, warps = r
@@ -363,7 +378,7 @@ def incumbent(graph, machine, lb: int, max_ii: int, *, stop=None,
     failed = lb - 1
     step, ii = 1, lb
     while ii <= max_ii and not out_of_time():
-        r = try_ii(graph, machine, ii, cross_warp_sync=cross_warp_sync, seeds=seeds)
+        r = try_ii(graph, machine, ii, cross_warp_sync=cross_warp_sync, seeds=seeds, stop=stop)
         if r is not None:
             found = (ii, r)
             break
@@ -377,7 +392,7 @@ def incumbent(graph, machine, lb: int, max_ii: int, *, stop=None,
     lo, hi = failed + 1, found[0]
     while lo < hi and not out_of_time():
         mid = (lo + hi) // 2
-        r = try_ii(graph, machine, mid, cross_warp_sync=cross_warp_sync, seeds=seeds)
+        r = try_ii(graph, machine, mid, cross_warp_sync=cross_warp_sync, seeds=seeds, stop=stop)
         if r is not None:
             found, hi = (mid, r), mid
         else:

@@ -46,18 +46,27 @@ class Deadline:
 
     ``left()`` is what remains (never negative), ``expired()`` whether it has
     passed, ``check(doing)`` raises SolverTimeoutError naming what was going
-    on, and ``elapsed()`` the seconds since it was created.
+    on, and ``elapsed()`` the seconds since it was created.  ``clock``: a
+    function returning seconds (default: the module's ``_clock``, monotonic
+    time); a test passes a fake one that advances at every read, so "time
+    runs out at the k-th check" is exact.  ``reads`` counts the clock reads.
     """
 
-    __slots__ = ("limit", "start", "at")
+    __slots__ = ("limit", "start", "at", "clock", "reads")
 
-    def __init__(self, seconds: float | None):
+    def __init__(self, seconds: float | None, *, clock=None):
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
                                     or seconds != seconds or seconds < 0):
             raise InputError(f"time limit must be a number of seconds >= 0, got {seconds!r}")
+        self.clock = clock
+        self.reads = 0
         self.limit = seconds
-        self.start = _clock()
+        self.start = self._now()
         self.at = None if seconds is None else self.start + seconds
+
+    def _now(self) -> float:
+        self.reads += 1
+        return (self.clock or _clock)()
 
     @classmethod
     def of(cls, deadline: "Deadline | None", time_limit: float | None) -> "Deadline":
@@ -65,13 +74,13 @@ class Deadline:
         return deadline if deadline is not None else cls(time_limit)
 
     def left(self) -> float:
-        return float("inf") if self.at is None else max(0.0, self.at - _clock())
+        return float("inf") if self.at is None else max(0.0, self.at - self._now())
 
     def expired(self) -> bool:
-        return self.at is not None and _clock() >= self.at
+        return self.at is not None and self._now() >= self.at
 
     def elapsed(self) -> float:
-        return _clock() - self.start
+        return self._now() - self.start
 
     def message(self, doing: str) -> str:
         return f"time limit {self.limit:g} s reached {doing}: raise the time limit (--time-limit)"

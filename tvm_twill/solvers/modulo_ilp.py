@@ -17,7 +17,14 @@ Encoding, for each op v (n ops, ``ii`` slots)::
 
 The resource rows are rule 2 of ``docs/formats.md`` verbatim: row j of
 v's reservation table lands on slot (time[v] + j) mod ii, which is
-(r_v + j) mod ii because ii*k[v] vanishes mod ii.
+(r_v + j) mod ii because ii*k[v] vanishes mod ii.  A run of equal rows of L
+cycles is written as L // ii (every slot, since sum_r x[v,r] = 1) plus one
+term per remaining cycle, so nothing is built per cycle beyond ii.
+
+Size.  The model is time-indexed (a variable per op and slot of ii), so it
+is refused, with ``InputError``, past ``MAX_SLOT_VARIABLES`` slot variables
+or ``MAX_RESOURCE_TERMS`` resource terms: normalize the costs first (the
+default solver, ``smt``, does not depend on magnitudes).
 
 Objective, lexicographic and solved in two CBC runs so that no big-M weight
 can blur it: first minimize L; then, with L fixed at its optimum, minimize
@@ -47,6 +54,12 @@ from .limits import Deadline
 
 #: CBC's outcomes as this module reports them.
 OPTIMAL, INFEASIBLE = "optimal", "infeasible"
+#: The largest model built: ops x ii one-hot slot variables, and terms of the
+#: resource rows (ii rows per unit, one term per op cycle that does not fill
+#: a whole ii).  Past either the problem is refused with InputError (CBC would
+#: not answer such a model within any time limit anyway).
+MAX_SLOT_VARIABLES = 100_000
+MAX_RESOURCE_TERMS = 2_000_000
 
 
 def solve_cbc(prob, deadline: Deadline, what: str) -> str:
@@ -75,6 +88,16 @@ def solve_cbc(prob, deadline: Deadline, what: str) -> str:
         return OPTIMAL
     raise SolverTimeoutError(f"{what}: CBC stopped after {time_limit:.1f} s without proving optimality "
                              f"(status '{pulp.LpStatus[status]}'): raise the time limit")
+
+
+def _check_size(graph, machine, ii: int) -> None:
+    """Refuse (InputError, one line) a model past ``MAX_SLOT_VARIABLES`` or ``MAX_RESOURCE_TERMS``."""
+    slots = len(graph.ops) * ii
+    terms = ii * sum(length % ii for op in graph.ops for _, length, row in op.reservation_runs() for _ in row)
+    if slots > MAX_SLOT_VARIABLES or terms > MAX_RESOURCE_TERMS:
+        raise InputError(f"the modulo ILP of '{graph.name}' at ii={ii} would have {slots} slot variables and "
+                         f"{terms} resource terms (at most {MAX_SLOT_VARIABLES} and {MAX_RESOURCE_TERMS}): it has "
+                         "a variable per op and slot of ii; normalize the costs or use the default solver")
 
 
 def default_max_time(graph, ii: int) -> int:
@@ -121,6 +144,7 @@ def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
         max_time = default_max_time(graph, ii)
     elif isinstance(max_time, bool) or not isinstance(max_time, int) or max_time < 0:
         raise InputError(f"max_time must be an integer >= 0, got {max_time!r}")
+    _check_size(graph, machine, ii)
     pulp = load_pulp("solver 'ilp'")
     deadline = Deadline.of(deadline, time_limit)
 
@@ -139,13 +163,19 @@ def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
     for j, e in enumerate(graph.edges):
         prob += time[e.dst] + e.distance * ii >= time[e.src] + e.delay, f"dep_{j}"
     for unit, cap in sorted(machine.units.items()):
+        users = [(i, off, length, k) for i, n in enumerate(names)
+                 for off, length, row in graph.op(n).reservation_runs() for u, k in row if u == unit and k]
+        if not users:
+            continue
+        # A run of L cycles covers every slot L // ii times (sum_r x = 1) and the
+        # slots of its first L mod ii cycles once more: no term per cycle.
+        base = sum(k * (length // ii) for _, _, length, k in users)
+        if base > cap:
+            return None  # the whole runs alone overload every slot: proved infeasible
         for r in range(ii):
-            terms = [(n_inst, x[i, (r - j) % ii])
-                     for i, n in enumerate(names)
-                     for j, row in enumerate(graph.op(n).reservation())
-                     for u, n_inst in row if u == unit]
+            terms = [(k, x[i, (r - j) % ii]) for i, off, length, k in users for j in range(off, off + length % ii)]
             if terms:
-                prob += pulp.lpSum(c * var for c, var in terms) <= cap, f"res_{unit}_{r}"
+                prob += pulp.lpSum(c * var for c, var in terms) <= cap - base, f"res_{unit}_{r}"
 
     what = f"modulo schedule of '{graph.name}' at ii={ii}"
     prob.setObjective(length)

@@ -38,6 +38,12 @@ F of the chosen C') and ``max_ratio_error``.
 
 The paper uses SCIP; CBC solves these small problems (a dozen distinct costs)
 in well under a second.  A zero cost (a streaming op, section 5.3) stays 0.
+
+``objective="rounding"``: that best scaled rounding alone (the start of the
+relative bisection), without CBC.  ``search.prepare`` falls back to it when
+the time limit ends the ZLP before its optimum (with ``SolveOptions.fallback``),
+so a short limit still gets a schedule; the report then says ``rounding``
+and ``tvm-twill check`` re-derives the same costs from it.
 """
 from __future__ import annotations
 
@@ -67,7 +73,7 @@ class Normalization:
     objective: str = "relative"
 
 
-OBJECTIVES = ("relative", "paper")
+OBJECTIVES = ("relative", "paper", "rounding")
 
 
 def _ratio_error(costs, scaled) -> float:
@@ -107,6 +113,11 @@ def normalize_costs(values: Sequence[int], U: int = 300, time_limit: float = 10.
     if n > U:
         raise InputError(f"cannot normalize {n} distinct costs with U={U}: each needs at least 1, "
                          f"so U must be at least {n}")
+    if objective == "rounding":
+        scaled = _rounding(costs, U)[1]
+        mapping.update(zip(costs, scaled))
+        return Normalization(mapping=mapping, distortion=_distortion(costs, scaled),
+                             max_ratio_error=_ratio_error(costs, scaled), U=U, objective=objective)
     pulp = load_pulp("cost normalization")
     deadline = Deadline.of(deadline, time_limit)
     if objective == "relative":
@@ -141,18 +152,26 @@ def normalize_costs(values: Sequence[int], U: int = 300, time_limit: float = 10.
                          U=U, objective=objective)
 
 
-def _relative(pulp, costs, U: int, deadline: Deadline) -> list:
-    """C' minimizing the largest relative ratio error (module docstring), coarsest on ties."""
-    n = len(costs)
-    # Upper bound: the best rounding of a common scale (largest cost -> k).
+def _rounding(costs, U: int) -> tuple:
+    """(error, C'): the best rounding of a common scale (largest cost -> k, k = 1..U, sum C' <= U),
+    least relative ratio error, the smallest k on ties.  No CBC: deterministic and quick."""
     best = None
     for k in range(1, U + 1):
         scaled = [max(1, round(k * c / costs[-1])) for c in costs]
         if sum(scaled) <= U:
-            err = _ratio_error(costs, scaled)
+            # the largest |1 - r_i / r_j| over pairs (r = C'/C) is max(r) / min(r) - 1: O(n), not O(n^2)
+            r = [a / c for a, c in zip(scaled, costs)]
+            err = max(r) / min(r) - 1
             if best is None or err < best[0] - 1e-12:
                 best = (err, scaled)
-    hi, hi_scaled = best
+    return best
+
+
+def _relative(pulp, costs, U: int, deadline: Deadline) -> list:
+    """C' minimizing the largest relative ratio error (module docstring), coarsest on ties."""
+    n = len(costs)
+    # Upper bound: the best rounding of a common scale (largest cost -> k).
+    hi, hi_scaled = _rounding(costs, U)
     what = f"cost normalization of {n} values with U={U}"
 
     def feasible(eps: float, minimize_sum: bool):

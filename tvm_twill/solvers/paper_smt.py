@@ -98,6 +98,12 @@ that can interact appears in Q), and the window's sums are rules 5 and 6.
 What remains of the paper is Algorithm 1's search, which is incomplete (see
 ``paper_search``).
 
+Size.  The encoding is time-indexed, so ``paper_smt_solve`` refuses (one
+``InputError`` line) a program of more than ``MAX_CELLS`` op/live booleans,
+and its modulo ILP has the bound of ``modulo_ilp``; warp variables exist only
+for the roles a schedule can use (``symmetry.role_ids``), not for every warp
+group of the machine.
+
 Warps in the result are renamed by first use in graph order (the
 variable-latency warp stays last), so equal answers print the same.
 """
@@ -111,6 +117,7 @@ from .backends import load_z3
 from ..model.families import Family
 from .limits import Deadline, z3_unknown
 from .modulo_ilp import modulo_schedule_ilp
+from .symmetry import role_ids
 
 SOLVER = "paper-smt"
 
@@ -120,6 +127,27 @@ def copies_and_horizon(graph, ii: int, length: int) -> tuple[int, int]:
     dmax = max((e.distance for e in graph.edges), default=0)
     copies = ceil(length / ii) + dmax
     return copies, (copies - 1) * ii + length
+
+
+#: The largest straight-line program encoded: op[v,i,t] and live[v,i,t] booleans
+#: together.  Past it ``paper_smt_solve`` refuses with InputError (the encoding is
+#: time-indexed: normalize the costs, or use the default encoding).
+MAX_CELLS = 1_000_000
+
+
+def cells(graph, ii: int, length: int) -> int:
+    """How many op[v,i,t] and live[v,i,t] booleans Figures 4-6 need at (ii, L)."""
+    C, T = copies_and_horizon(graph, ii, length)
+    holders = sum(1 for o in graph.ops if graph.out_edges(o.name) and (o.regs or o.smem or o.tmem))
+    return len(graph.ops) * C * (T + 1) + holders * C * (max(T, C * ii) + 1)
+
+
+def _check_size(graph, ii: int, length: int) -> None:
+    n = cells(graph, ii, length)
+    if n > MAX_CELLS:
+        raise InputError(f"the paper encoding of '{graph.name}' at ii={ii}, L={length} needs {n} booleans (one per "
+                         f"op, copy and cycle; at most {MAX_CELLS}): normalize the costs or use the default "
+                         "encoding (--encoding joint)")
 
 
 def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float = 60.0,
@@ -159,7 +187,9 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float =
     names = graph.names
     ops = {n: graph.op(n) for n in names}
     C, T = copies_and_horizon(graph, ii, length)
+    _check_size(graph, ii, length)
     W = machine.warp_groups
+    roles = role_ids(graph, machine)  # at most one role per op: roles are interchangeable
     copies = range(C)
     cycles = range(T + 1)  # [0, T]: a zero-cycle op of the last copy may issue at T
     s = z3.SolverFor("QF_FD")
@@ -199,15 +229,15 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float =
     overdue("Figure 4")
 
     # -- Figure 6: warp variables (needed by the register limit below) ---------
-    opw = {(n, w): Bool(f"opw[{n},{w}]") for n in names for w in range(W)}
+    opw = {(n, w): Bool(f"opw[{n},{w}]") for n in names for w in roles}
     for n in names:
-        s.add(z3.PbEq([(opw[n, w], 1) for w in range(W)], 1))                        # Warp Uniqueness
+        s.add(z3.PbEq([(opw[n, w], 1) for w in roles], 1))                           # Warp Uniqueness
     if any(o.variable_latency for o in ops.values()):
         for n in names:
             s.add(opw[n, W - 1] == z3.BoolVal(ops[n].variable_latency))                # Variable Latency
 
     def together(a, b):
-        return Or([And(opw[a, w], opw[b, w]) for w in range(W)])
+        return Or([And(opw[a, w], opw[b, w]) for w in roles])
 
     # -- Figure 5: liveness ------------------------------------------------------
     # Live variables run to H = max(T, C*ii) so that the whole steady-state
@@ -243,7 +273,7 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float =
     reg_users = [n for n in holders if ops[n].regs]
     if sum(ops[n].regs for n in reg_users) * C > machine.regs_per_thread_max:
         for t in range(C * ii):
-            for w in range(W):
+            for w in roles:
                 s.add(z3.PbLe([(And(live[n, i, t], opw[n, w]), ops[n].regs)
                                for n in reg_users for i in copies],
                               machine.regs_per_thread_max))                           # Register Limit
@@ -287,7 +317,7 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float =
         return None
     model = s.model()
     times = {n: next(t for t in cycles if z3.is_true(model.eval(op[n, 0, t]))) for n in names}
-    warps = {n: next(w for w in range(W) if z3.is_true(model.eval(opw[n, w]))) for n in names}
+    warps = {n: next(w for w in roles if z3.is_true(model.eval(opw[n, w]))) for n in names}
     return times, _canonical_warps(warps, graph, W)
 
 

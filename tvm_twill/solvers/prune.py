@@ -25,7 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model.families import Family
+
 NODE_LIMIT = 200_000
+#: The packing polls the caller's ``stop`` once per this many nodes.
+STOP_EVERY = 4096
 
 
 @dataclass(frozen=True)
@@ -41,9 +45,10 @@ def persistent_instances(graph, name: str) -> int:
     return max((e.distance for e in graph.out_edges(name) if e.dst == name), default=0)
 
 
-def _packs(items: list[tuple[int, int]], bins: int, cap: int) -> bool | None:
+def _packs(items: list[tuple[int, int]], bins: int, cap: int, stop=None) -> bool | None:
     """Can ``items`` (always, sometimes) go into ``bins`` bins with, per bin, the sum of the
-    ``always`` parts plus the largest ``sometimes`` part at most ``cap``?  None: gave up."""
+    ``always`` parts plus the largest ``sometimes`` part at most ``cap``?  None: gave up
+    (after NODE_LIMIT nodes, or when ``stop()``, polled every STOP_EVERY nodes, is true)."""
     items = sorted((it for it in items if it[0] or it[1]), key=lambda it: (-(it[0] + it[1]), -it[0]))
     if not items:
         return True
@@ -51,13 +56,14 @@ def _packs(items: list[tuple[int, int]], bins: int, cap: int) -> bool | None:
         return False
     if sum(a for a, _ in items) > bins * cap:
         return False
+    bins = min(bins, len(items))  # more bins than items: some stay empty (never one per warp group)
     loads = [(0, 0)] * bins
     nodes = 0
 
     def dfs(i) -> bool | None:
         nonlocal nodes
         nodes += 1
-        if nodes > NODE_LIMIT:
+        if nodes > NODE_LIMIT or (stop is not None and nodes % STOP_EVERY == 0 and stop()):
             return None
         if i == len(items):
             return True
@@ -90,8 +96,9 @@ def _demand(graph, op, hold: int, field: str) -> tuple[int, int]:
     return hold * amount, (amount if live_once and not hold else 0)
 
 
-def refute_every_ii(graph, machine) -> Refutation | None:
-    """A Refutation when the demands cannot fit (see the module doc), else None."""
+def refute_every_ii(graph, machine, stop=None) -> Refutation | None:
+    """A Refutation when the demands cannot fit (see the module doc), else None (also when
+    ``stop()`` turns true during the packing: no claim)."""
     hold = {o.name: persistent_instances(graph, o.name) for o in graph.ops}
     for field, cap, what in (("smem", machine.smem_bytes, "shared memory"),
                              ("tmem", machine.tmem_bytes, "tensor memory")):
@@ -99,11 +106,16 @@ def refute_every_ii(graph, machine) -> Refutation | None:
         need = sum(a for a, _ in items) + max((b for _, b in items), default=0)
         if need > cap:
             ops = ", ".join(o.name for o, (a, b) in zip(graph.ops, items) if a or b)
-            return Refutation("memory", f"values that stay live across iterations ({ops}) need {need} bytes "
+            return Refutation(Family.MEMORY, f"values that stay live across iterations ({ops}) need {need} bytes "
                                         f"of {what} at some cycle > {cap}, at every ii")
     W = machine.warp_groups
     vl = [o for o in graph.ops if o.variable_latency]
     fixed = [o for o in graph.ops if not o.variable_latency]
+    if vl and W < 2:
+        names = ", ".join(o.name for o in vl)
+        return Refutation(Family.VARIABLE_LATENCY, f"variable-latency ops ({names}) need a warp role of their own "
+                                                   f"(rule 3) but machine '{machine.name}' has one warp group: give "
+                                                   "it warp_groups >= 2")
     limit = machine.regs_per_thread_max
     groups = [(fixed, W - 1 if vl else W)]
     if vl:
@@ -113,8 +125,8 @@ def refute_every_ii(graph, machine) -> Refutation | None:
         items = [(n, d) for n, d in items if d[0]]  + [(n, d) for n, d in items if not d[0] and d[1]]
         if not any(d[0] for _, d in items):
             continue  # nothing is live in every cycle: no claim
-        if _packs([d for _, d in items], bins, limit) is False:
+        if _packs([d for _, d in items], bins, limit, stop) is False:
             listed = ", ".join(f"{n} {a or b}" for n, (a, b) in items if a)
-            return Refutation("registers", f"values live in every cycle ({listed} registers) and the other values "
+            return Refutation(Family.REGISTERS, f"values live in every cycle ({listed} registers) and the other values "
                                            f"cannot share {bins} warp role(s) of {limit} registers at any ii")
     return None

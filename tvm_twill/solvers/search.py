@@ -39,8 +39,12 @@ At scale (20-40 ops), three steps come first (see ``heuristic``,
 Anytime answers.  When the deadline passes while an ii below the incumbent
 is being decided, the search returns the incumbent with ``optimal`` false
 and ``lower_bound.ii`` the first ii not proven impossible (every ii below it
-is), instead of raising; ``SolverTimeoutError`` is raised only when no valid
-schedule was found in time.  When it passes during the tie-breaks, the best
+is), instead of raising.  Without a heuristic schedule (none found, or
+``heuristic=False``) the incumbent is the serial schedule, valid by
+construction (``fallback``: one iteration at a time, one stage, one role
+when the registers allow), so ``SolverTimeoutError`` is raised only when
+that one is not valid either (its reason is in the message) and nothing
+better was found in time.  When it passes during the tie-breaks, the best
 schedule so far at the proven optimal ii is returned (still ``optimal``).
 ``progress`` (a callback, ``progress.Progress``) hears about each step.
 
@@ -71,12 +75,14 @@ import time as _time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ..errors import InfeasibleError, SolverTimeoutError
+from ..errors import GraphError, InfeasibleError, SolverTimeoutError
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
+from ..model.graph import MAX_INT
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
+from .fallback import SERIAL, serial_schedule
+from .heuristic import Incumbent, register_peak
 from .heuristic import incumbent as find_incumbent
-from .heuristic import register_peak
 from .progress import Progress
 from .prune import refute_every_ii
 from .smt import JointProblem, SmtResult
@@ -96,12 +102,17 @@ class SolveOptions:
     ``time_limit``: seconds for the whole solve (normalization, search,
     tie-breaks, check).  ``normalize_bound``: U of the normalization ZLP;
     ``normalize_objective``: ``"relative"`` (least relative ratio error, the
-    default) or ``"paper"`` (the paper's F).  ``streaming_depth``: ring-buffer
-    depth of a streaming load (its shared memory is charged that many times).
+    default), ``"paper"`` (the paper's F) or ``"rounding"`` (the best scaled
+    rounding, no ZLP: what a solve falls back to when the limit ends the ZLP).
+    ``streaming_depth``: ring-buffer depth of a streaming load (its shared
+    memory is charged that many times).
     ``cross_warp_sync``: a consumer that receives a value from another warp
     waits for it, like a blocking edge (the paper's elided constraint).
     ``max_ii``: stop the search there (None: one iteration alone).
     ``heuristic``: look for an incumbent schedule first (``heuristic``);
+    ``fallback``: without one, take the serial schedule valid by construction
+    (``fallback``: one iteration at a time) as the incumbent, and when the
+    limit ends the normalization ZLP, normalize by the best scaled rounding;
     ``symmetry``: order interchangeable copies in the z3 model (``symmetry``).
     ``progress``: a callback taking ``progress.Progress`` reports (None: silent).
     """
@@ -113,6 +124,7 @@ class SolveOptions:
     cross_warp_sync: bool = False
     max_ii: int | None = None
     heuristic: bool = True
+    fallback: bool = True
     symmetry: bool = True
     progress: Callable | None = field(default=None, compare=False)
 
@@ -150,8 +162,14 @@ def prepare(graph, machine=None, options: SolveOptions = SolveOptions(), *,
     g = graph
     if graph.normalize:
         from .normalize import normalize_graph
-        g, norm = normalize_graph(graph, m, U=options.normalize_bound, objective=options.normalize_objective,
-                                  deadline=dl)
+        try:
+            g, norm = normalize_graph(graph, m, U=options.normalize_bound, objective=options.normalize_objective,
+                                      deadline=dl)
+        except SolverTimeoutError:
+            if not options.fallback:
+                raise
+            # No time for the ZLP's optimum: the best scaled rounding (deterministic, no CBC).
+            g, norm = normalize_graph(graph, m, U=options.normalize_bound, objective="rounding")
         report = {"U": norm.U, "objective": norm.objective, "distortion": norm.distortion,
                   "max_ratio_error": round(norm.max_ratio_error, 6),
                   "mapping": {str(k): v for k, v in sorted(norm.mapping.items())}}
@@ -160,12 +178,24 @@ def prepare(graph, machine=None, options: SolveOptions = SolveOptions(), *,
         # Section 5.3: a streaming load runs ahead on its own warp, so its
         # consumers see it with zero latency; its ring of `depth` buffers is
         # charged to shared memory.
-        ops = tuple(replace(op, smem=op.smem * options.streaming_depth) if op.name in streaming else op
+        ops = tuple(replace(op, smem=_ring_bytes(op, options.streaming_depth, m)) if op.name in streaming else op
                     for op in g.ops)
         edges = tuple(replace(e, delay=0) if e.src in streaming else e for e in g.edges)
         g = g.replace(ops=ops, edges=edges, normalize=False)
-    dl.check("while preparing the graph (normalization)")
+    if not options.fallback:
+        dl.check("while preparing the graph (normalization)")
     return Prepared(graph=g, machine=m, normalization=report, streaming=streaming, deadline=dl)
+
+
+def _ring_bytes(op, depth: int, machine) -> int:
+    """Shared memory of a streaming op's ring of ``depth`` buffers.  More bytes than the
+    machine has count as ``smem_bytes + 1`` (rule 6 treats them alike), so the ring stays
+    within the documented integer limit; only a machine of 2**31-1 bytes cannot say so."""
+    ring = min(op.smem * depth, max(op.smem, machine.smem_bytes + 1))
+    if ring > MAX_INT:
+        raise GraphError(f"streaming op '{op.name}': its ring of {depth} x {op.smem} bytes is beyond what any "
+                         f"GPU loop has (at most {MAX_INT}): give machine '{machine.name}' less shared memory")
+    return ring
 
 
 def default_max_ii(graph, machine) -> int:
@@ -222,7 +252,8 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     streaming = {"ops": list(prep.streaming), "depth": opts.streaming_depth} if prep.streaming else None
 
     def proven(ii: int) -> str:
-        return f"every ii in [{lb}, {ii}) proven impossible" if ii > lb else f"ii={lb} is the lower bound"
+        done = f"every ii in [{lb}, {ii}) proven impossible" if ii > lb else f"ii={lb} is the lower bound"
+        return done + (f"; no fallback: {no_serial}" if no_serial else "")
 
     def emit(phase: str, bound: int, best, ii=None) -> None:
         """Report; ``best``: the incumbent, or the ii of the best schedule in hand (an int), or None."""
@@ -237,20 +268,14 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         return sched
 
     # (scale) Values live in every cycle that cannot be packed: no ii works.
-    refutation = refute_every_ii(g, m)
+    refutation = refute_every_ii(g, m, stop=dl.expired)
     if refutation is not None:
         raise InfeasibleError(f"graph '{g.name}' has no schedule on '{m.name}' for any ii: {refutation.message}",
                               family=refutation.family, attempts=attempts)
 
     # (scale) The incumbent: an upper bound on ii, and the anytime answer.
-    inc = None
-    if opts.heuristic:
-        t0 = _time.perf_counter()
-        stop_at = dl.elapsed() + HEURISTIC_SHARE * dl.left()  # the deadline's own clock
-        inc = find_incumbent(g, m, lb, max_ii, cross_warp_sync=opts.cross_warp_sync,
-                             stop=lambda: dl.expired() or dl.elapsed() > stop_at)
-        if inc is not None:
-            attempts.append(Attempt(inc.ii, inc.length, "sat", _time.perf_counter() - t0, solver=HEURISTIC))
+    inc, no_serial = _first_schedule(g, m, lb, max_ii, opts, dl, attempts)
+    if opts.heuristic or inc is not None:
         emit("incumbent", lb, inc)
 
     def anytime(ii: int):
@@ -338,6 +363,31 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         f"graph '{g.name}' has no schedule on '{m.name}' for any ii in [{lb}, {max_ii}] "
         f"(at ii={max_ii} one iteration runs alone): ruled out by {' + '.join(last_core) or family}",
         family=family, attempts=attempts)
+
+
+def _first_schedule(g, m, lb: int, max_ii: int, opts: SolveOptions, dl: Deadline, attempts: list):
+    """(incumbent or None, why there is no fallback or None): the heuristic's schedule (within
+    HEURISTIC_SHARE of the time left), else the serial schedule valid by construction
+    (``fallback.serial_schedule``), so that no lack of time before a first schedule leaves
+    the search empty-handed when that one is valid."""
+    inc = None
+    if opts.heuristic:
+        t0 = _time.perf_counter()
+        stop_at = dl.elapsed() + HEURISTIC_SHARE * dl.left()  # the deadline's own clock
+        inc = find_incumbent(g, m, lb, max_ii, cross_warp_sync=opts.cross_warp_sync,
+                             stop=lambda: dl.expired() or dl.elapsed() > stop_at)
+        if inc is not None:
+            attempts.append(Attempt(inc.ii, inc.length, "sat", _time.perf_counter() - t0, solver=HEURISTIC))
+    if inc is not None or not opts.fallback:
+        return inc, None
+    t0 = _time.perf_counter()
+    s = serial_schedule(g, m, lb=lb, cross_warp_sync=opts.cross_warp_sync)
+    if s.ii is None:
+        return None, s.reason
+    seconds = _time.perf_counter() - t0
+    length = max(s.times[o.name] + o.cycles for o in g.ops)
+    attempts.append(Attempt(s.ii, length, "sat", seconds, solver=SERIAL))
+    return Incumbent(s.ii, length, s.times, s.warps, SERIAL, seconds), None
 
 
 def _family(core: tuple) -> str:

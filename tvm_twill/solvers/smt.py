@@ -7,9 +7,11 @@ constant and every quantity is a linear integer term whose count does not
 depend on the magnitude of the cycle counts:
 
 * ``t_v = ii*q_v + r_v`` with ``0 <= r_v < ii``: issue time, stage, slot.
-* ``w_v``: the warp role, as one-hot booleans.  Variable-latency ops go to role ``W-1`` and no
-  other op does (rule 3); the other roles are symmetric, so they are filled
-  in first-fit order (op k uses a role at most one above those before it).
+* ``w_v``: the warp role, as one-hot booleans over the roles a schedule can
+  use (``symmetry.role_ids``: at most one per op, whatever the machine's
+  count).  Variable-latency ops go to role ``W-1`` and no other op does
+  (rule 3); the other roles are symmetric, so they are filled in first-fit
+  order (op k uses a role at most one above those before it).
 * Dependences (rule 1): ``t_v + delta*ii >= t_u + d + (w_u != w_v ? spill_u : 0)``.
 * Resources (rule 2): on a unit of capacity 1 that ops occupy for
   contiguous cycles, two ops u, v do not collide iff the slot distance
@@ -52,6 +54,7 @@ from dataclasses import dataclass
 from .backends import load_z3
 from ..model.families import Bound, Family
 from .limits import CORE_RLIMIT, Deadline, z3_unknown
+from .symmetry import role_ids
 
 #: The constraint families, in report order (``Family.ALL``).
 FAMILIES = Family.ALL
@@ -136,14 +139,17 @@ class JointProblem:
         self.lits = {f: self.Bool(f"family:{f}") for f in FAMILIES}
         ops = graph.ops
         W = machine.warp_groups
+        # One boolean per role a schedule can use (at most one per op: roles are
+        # interchangeable), never one per warp group of the machine.
+        self.roles = roles = role_ids(graph, machine)
         Int = self.Int
         self.t = {o.name: Int(f"t:{o.name}") for o in ops}
         self.r = {o.name: Int(f"r:{o.name}") for o in ops}
         self.q = {o.name: Int(f"q:{o.name}") for o in ops}
         # Warp roles are one-hot booleans: "same warp" is then a boolean that the
         # SAT core reasons about, instead of an integer disequality to split on.
-        self.on = {o.name: [self.Bool(f"w:{o.name}={k}") for k in range(W)] for o in ops}
-        self.w = {o.name: z3.Sum([z3.If(b, k, 0) for k, b in enumerate(self.on[o.name])]) for o in ops}
+        self.on = {o.name: [self.Bool(f"w:{o.name}={k}") for k in roles] for o in ops}
+        self.w = {o.name: z3.Sum([z3.If(b, k, 0) for k, b in zip(roles, self.on[o.name])]) for o in ops}
         self._same, self._mods = {}, {}
         self.length = self.Int("length")
         self.reg_peak = self.Int("reg_peak")
@@ -206,17 +212,18 @@ class JointProblem:
         z3 = self.z3
         vl = [o.name for o in self.graph.ops if o.variable_latency]
         fixed = [o.name for o in self.graph.ops if not o.variable_latency]
+        last = len(self.roles) - 1  # the variable-latency role W - 1, when there are such ops
         if vl:
             if W < 2:
                 self._guard(Family.VARIABLE_LATENCY, self.false)
             for n in vl:
-                self._guard(Family.VARIABLE_LATENCY, self.on[n][W - 1])
+                self._guard(Family.VARIABLE_LATENCY, self.on[n][last])
             for n in fixed:
-                self._guard(Family.VARIABLE_LATENCY, z3.Not(self.on[n][W - 1]))
+                self._guard(Family.VARIABLE_LATENCY, z3.Not(self.on[n][last]))
         # First-fit symmetry breaking over the interchangeable fixed-latency
         # roles: op k takes role j > 0 only if an earlier op took role j - 1.
         for k, n in enumerate(fixed):
-            for j in range(1, W - 1 if vl else W):
+            for j in range(1, last if vl else last + 1):
                 earlier = [self.on[m][j - 1] for m in fixed[:k]]
                 self.solver.add(z3.Implies(self.on[n][j], z3.Or(earlier) if earlier else self.false))
 

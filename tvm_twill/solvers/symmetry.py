@@ -36,6 +36,23 @@ then issue it in one cycle, so the order is strict in every schedule).
 from __future__ import annotations
 
 
+def role_ids(graph, machine) -> list[int]:
+    """The warp roles a search needs: at most one per fixed-latency op, then the
+    variable-latency role ``warp_groups - 1`` when the graph has such ops (rule 3).
+
+    Roles of fixed-latency ops are interchangeable, and n ops use at most n of
+    them, so roles past the number of ops never help: a machine of 2**31 warp
+    groups costs what one of n does.  Without room for a variable-latency role
+    (one warp group) the list is ``[0]`` and rule 3 leaves no schedule."""
+    W = machine.warp_groups
+    vl = any(o.variable_latency for o in graph.ops)
+    n_fixed = sum(1 for o in graph.ops if not o.variable_latency)
+    if vl and W < 2:
+        return [0]
+    k = min(W - 1 if vl else W, max(1, n_fixed))
+    return list(range(k)) + ([W - 1] if vl else [])
+
+
 def components(names, edges, fixed=()) -> list[list[str]]:
     """Undirected connected components of ``names`` (less ``fixed``) under ``edges``, in first-op order."""
     parent = {n: n for n in names if n not in fixed}
