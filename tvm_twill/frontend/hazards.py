@@ -218,7 +218,7 @@ def _dim_distances(ax, ay, it: Iterations, dlo: int, dhi: int, buf: str):
                                        f"constant (bounded to [{g[0]}, {g[1]}])")
         return span, why
     # different or non-constant strides: bound the gap over every iteration k and distance d of the range
-    d = tvm.tirx.Var("d", "int32")
+    d = tvm.tirx.Var("d", it.var.ty.dtype)
     an = tvm.sym.Analyzer()
     an.bind(it.var, tvm.ir.Range.from_min_extent(0, max(1, it.trip)))
     an.bind(d, tvm.ir.Range.from_min_extent(dlo, dhi - dlo + 1))
@@ -226,8 +226,7 @@ def _dim_distances(ax, ay, it: Iterations, dlo: int, dhi: int, buf: str):
     if (abs(int(gb.min_value)) < _UNBOUNDED and int(gb.min_value) >= ex) or \
             (abs(int(gb.max_value)) < _UNBOUNDED and int(gb.max_value) <= -ey):
         return None, ""
-    return (dlo, dhi), (f"'{buf}'[{ay.min}] vs '{buf}'[{ax.min}]: not one constant stride in '{name}' "
-                        "(distance not proven)")
+    return (dlo, dhi), f"'{buf}'[{ay.min}] vs '{buf}'[{ax.min}]: not one constant stride in '{name}'"
 
 
 def _region_distance(rx, ry, it: Iterations, dlo: int, dhi: int, buf: str) -> tuple[int | None, str]:
