@@ -178,7 +178,8 @@ def test_strided_loops_compute_the_same(seed, monkeypatch):
     (an outer loop ``o`` around the pipelined loop, 2-d buffers ``G[o, row, j]``) and mins that are
     symbolic in ``o``; buffers TVM does not version (parameters, buffers allocated outside and read after
     the nest) read and written by several statements at offsets either side of ``i`` (up to two steps and
-    an element away) and at strides 1 and 2 of ``i``, some statements with an inner loop of step 2; tiles
+    an element away), at strides 1 and 2 of ``i`` and 1-3 rows per access, some statements with an inner
+    loop of step 2; tiles
     TVM versions (allocated in the body, or outside and used only in the loop) next to them.
     """
     _strided(seed, monkeypatch)
@@ -214,6 +215,8 @@ def test_strided_generator_covers_the_class():
     assert max(per_buffer) >= 3
     assert {t[1] for sp in specs for t in sp.tiles} == {"inner", "outer"}
     assert any(st.jstep > 1 for sp in specs for st in sp.stmts)
+    assert any(st.height > 1 and any(a.buf.startswith("G") for a in (st.dst, *st.srcs))
+               for sp in specs for st in sp.stmts)
 
 
 # -- the miscompiles of the issue "Never a wrong program" ------------------------------------

@@ -239,8 +239,9 @@ def strip_async(mod_or_func):
 #
 # ``G*`` buffers are shared by every iteration (TVM never multi-versions them): a parameter, or allocated
 # outside and copied from an input before the nest and to an output after it.  They are indexed
-# ``G[(o,) coef * i + off + PAD, j]``: offsets either side of ``i`` (up to two steps and one element
-# away), strides ``coef`` 1 or 2, and are read and written by several statements, so write-after-read,
+# ``G[(o,) coef * i + off + PAD (+ r), j]``: offsets either side of ``i`` (up to two steps and one element
+# away), strides ``coef`` 1 or 2, 1-3 rows ``r`` per access, and are read and written by several
+# statements, so write-after-read,
 # write-after-write and read-after-write pairs meet at every distance.  ``T*`` tiles are versioned by
 # TVM (allocated in the loop body, or outside and used only in the loop): written before they are read
 # in the iteration, at the same index (``T[j]`` or ``T[i + off, j]``).  Values are clamped small
@@ -259,6 +260,7 @@ class SStmt:
     srcs: tuple
     op: int
     jstep: int = 1
+    height: int = 1   # rows r = 0 .. height - 1 of each G access: G[coef * i + off + PAD + r, j]
 
 
 @dataclass(frozen=True)
@@ -285,7 +287,7 @@ class StridedSpec:
         return (self.outer - 1) * self.shift + self.start + self.ext
 
     def grows(self) -> int:
-        return 2 * self.rows + 2 * self.pad + 1
+        return 2 * self.rows + 2 * self.pad + 4  # + the rows of a 3-row access
 
 
 def strided_spec(seed: int) -> StridedSpec:
@@ -328,18 +330,20 @@ def strided_spec(seed: int) -> StridedSpec:
         else:
             dst = g_access() if choice == "G" else Access("C")
         jstep = 1 if choice == "T" else pick([1, 1, 1, 2])
-        stmts.append(SStmt(dst, tuple(srcs), int(rng.integers(3)), jstep))
+        height = 1 if choice == "T" else pick([1, 1, 2, 3])
+        stmts.append(SStmt(dst, tuple(srcs), int(rng.integers(3)), jstep, height))
     used = {a.buf for s in stmts for a in (s.dst, *s.srcs)}
     return StridedSpec(start, step, trip, ext, width, outer, shift, tuple(g for g in shared if g[0] in used),
                        tuple(t for t in tiles if t[0] in used), tuple(stmts), pad)
 
 
-def _s_index(spec: StridedSpec, a: Access) -> str:
+def _s_index(spec: StridedSpec, a: Access, height: int = 1) -> str:
     if a.buf in ("A", "C"):
         return f"{a.buf}[o, i, j]"
     g = next((g for g in spec.shared if g[0] == a.buf), None)
     if g is not None:
         row = f"{a.coef} * i + {a.off + spec.pad}" if a.coef != 1 else f"i + {a.off + spec.pad}"
+        row += " + r" if height > 1 else ""
         return f"{a.buf}[o, {row}, j]" if g[2] else f"{a.buf}[{row}, j]"
     t = next(t for t in spec.tiles if t[0] == a.buf)
     return f"{a.buf}[i + {t[3] + spec.pad}, j]" if t[2] else f"{a.buf}[j]"
@@ -400,11 +404,14 @@ def build_strided(spec: StridedSpec) -> str:
         if site == "inner":
             L.append(f'{b}{name} = T.sblock_alloc_buffer({shp[name]}, "float32", scope="shared")')
     for k, s in enumerate(spec.stmts):
-        a, c = _s_index(spec, s.srcs[0]), _s_index(spec, s.srcs[-1])
+        a, c = _s_index(spec, s.srcs[0], s.height), _s_index(spec, s.srcs[-1], s.height)
         expr = _S_OPS[s.op].format(a=a, b=c)
         loop = f"T.serial(0, {spec.width}, step={s.jstep})" if s.jstep != 1 else f"range({spec.width})"
-        L += [f"{b}for j in {loop}:", f'{b}    with T.sblock("s{k}"):',
-              f"{b}        {_s_index(spec, s.dst)} = T.max(T.min({expr}, T.float32(999)), T.float32(-999))"]
+        r = "    " if s.height > 1 else ""
+        L += [f"{b}for r in range({s.height}):"] if s.height > 1 else []
+        L += [f"{b}{r}for j in {loop}:", f'{b}{r}    with T.sblock("s{k}"):',
+              f"{b}{r}        {_s_index(spec, s.dst, s.height)} = "
+              f"T.max(T.min({expr}, T.float32(999)), T.float32(-999))"]
     for name, site, _ in spec.shared:
         if site == "after":
             L += _s_copy(ind, shp[name], f"D{name}", name, f"after_{name}")
