@@ -191,6 +191,8 @@ def test_strided_loops_compute_the_same_many(monkeypatch):
     (``tir_gen.build(tir_gen.strided_spec(seed))`` prints one)."""
     failed = []
     for seed in STRIDED_SLOW:
+        if seed % 250 == 0:
+            print(f"strided campaign: seed {seed}, {len(failed)} failed so far", flush=True)
         try:
             _strided(seed, monkeypatch)
         except Exception as err:  # noqa: BLE001 - a wrong result or a crash: both are findings
