@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
+from tir_gen_strided import StridedSpec, build_strided, strided_params
+
 SITES = ("param", "outer", "after", "inner")
 SCOPES = ("global", "shared", "local")
 
@@ -127,8 +129,10 @@ def _expr(spec, s: Stmt) -> str:
     return _OPS[s.op].format(a=a, b=b)
 
 
-def build(spec: LoopSpec) -> str:
+def build(spec) -> str:
     """TVMScript text (for ``tvm.script.from_source``) of the loop; the pipelined loop is named ``i``."""
+    if isinstance(spec, StridedSpec):
+        return build_strided(spec)
     N, W, O = spec.trip, spec.width, spec.outer
 
     def shape(t):
@@ -183,8 +187,10 @@ def parse(text: str):
     return tvm.script.from_source(text)
 
 
-def param_shapes(spec: LoopSpec) -> list[tuple]:
+def param_shapes(spec) -> list[tuple]:
     """Shapes of the parameters of ``build(spec)``, in order."""
+    if isinstance(spec, StridedSpec):
+        return [s for _, s in strided_params(spec)]
     N, W, O = spec.trip, spec.width, spec.outer
     shp = [(O, N, W), (O, N, W)]
     shp += [((N, W) if t.per_iter else (W,)) for t in spec.tiles if t.site == "param"]
@@ -194,7 +200,7 @@ def param_shapes(spec: LoopSpec) -> list[tuple]:
     return shp
 
 
-def inputs(spec: LoopSpec, seed: int = 0) -> list[np.ndarray]:
+def inputs(spec, seed: int = 0) -> list[np.ndarray]:
     """Deterministic inputs for every parameter: small integers (exact float32 arithmetic)."""
     rng = np.random.default_rng(seed)
     return [rng.integers(-4, 5, size=s).astype("float32") for s in param_shapes(spec)]
