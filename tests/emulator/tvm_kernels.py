@@ -1,0 +1,50 @@
+"""Kernels TVM builds for the emulator tests, with their launches.
+
+Until ``tvm_twill.emulator.launch`` derives launches from the compiled module, the grid and block come from
+the thread bindings of the scheduled IRModule, and the dynamic shared size from the CUDA source's largest
+shared offset is not known, so a generous bound is passed (an interim stand-in, replaced by launch.py).
+"""
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+DYN_SMEM_BOUND = 160 * 1024
+
+
+def thread_extents(mod):
+    from tvm import tirx
+
+    from tvm_twill.frontend.ir import walk_stmts
+    ext = {}
+    for node in walk_stmts(mod["main"].body):
+        if isinstance(node, tirx.For) and node.kind == tirx.ForKind.THREAD_BINDING:
+            ext[node.thread_binding.thread_tag] = int(node.extent)
+    grid = tuple(ext.get(f"blockIdx.{c}", 1) for c in "xyz")
+    block = tuple(ext.get(f"threadIdx.{c}", 1) for c in "xyz")
+    return grid, block
+
+
+def ptx_of(cuda_source: str, arch: str) -> str:
+    with tempfile.TemporaryDirectory() as d:
+        cu = Path(d) / "k.cu"
+        cu.write_text(cuda_source)
+        subprocess.run(["nvcc", "-ptx", "-lineinfo", f"-arch={arch}", "-o", str(Path(d) / "k.ptx"), str(cu)],
+                       check=True, capture_output=True)
+        return (Path(d) / "k.ptx").read_text()
+
+
+def launch_for(mod, nparams, kernel="main_kernel", dyn_smem=DYN_SMEM_BOUND):
+    from tvm_twill.emulator import Launch
+    grid, block = thread_extents(mod)
+    return Launch(kernel, grid, block, dyn_smem, tuple(("buffer", i, 0) for i in range(nparams)))
+
+
+def gemm_inputs(n, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (n, n)).astype(np.float16)
+    b = rng.uniform(-1, 1, (n, n)).astype(np.float16)
+    return a, b, np.zeros((n, n), np.float32)
