@@ -37,9 +37,16 @@ def ptx_of(cuda_source: str, arch: str) -> str:
         return (Path(d) / "k.ptx").read_text()
 
 
-def launch_for(mod, nparams, kernel="main_kernel", dyn_smem=DYN_SMEM_BOUND):
+def launch_for(mod, nparams, kernel="main_kernel", dyn_smem=DYN_SMEM_BOUND, ptx=None):
+    """The launch of the kernel; a warp-specialized kernel has more threads than its schedule: the PTX's
+    .maxntid (TVM's __launch_bounds__) gives the thread count, spread over threadIdx.y."""
+    import re
+
     from tvm_twill.emulator import Launch
     grid, block = thread_extents(mod)
+    m = re.search(r"\.maxntid (\d+)", ptx or "")
+    if m and int(m.group(1)) != block[0] * block[1] * block[2]:
+        block = (block[0], int(m.group(1)) // block[0], 1)
     return Launch(kernel, grid, block, dyn_smem, tuple(("buffer", i, 0) for i in range(nparams)))
 
 

@@ -133,7 +133,7 @@ class AsyncArrive:
     ops: tuple
     vc: np.ndarray
     clock: int
-    line: int
+    ins: object
 
 
 def compile_cp_async_arrive(ins, cc):
@@ -156,7 +156,7 @@ def compile_cp_async_arrive(ins, cc):
             mb.pending += act.size
         ops = tuple(op.id for op in cta.ops.values() if op.warp == w.idx and not op.done)
         arr = AsyncArrive(w.idx, int(a[0]), int(act.size), ops, cta.vc[w.idx].copy(),
-                          int(cta.vc[w.idx, w.idx]), ins.line)
+                          int(cta.vc[w.idx, w.idx]), ins)
         cta.release(w)
         cta.async_arrives.append(arr)
         cta.fire_arrives()

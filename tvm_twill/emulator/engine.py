@@ -120,7 +120,7 @@ class CTA:
                        ins.line if ins is not None else 0, ins.cuda_line if ins is not None else None)
 
     def finding(self, cls, w, ins, lanes, message, **kw):
-        key = (cls.__name__, w.idx if w is not None else -1, ins.line if ins is not None else 0, message[:40])
+        key = (cls.__name__, w.idx if w is not None else -1, ins.line if ins is not None else 0)
         if key in self.seen:
             return
         self.seen.add(key)

@@ -407,5 +407,6 @@ def _operand(s: str, ln: int, scopes) -> Operand:
         import struct
         return Operand("fimm", value=struct.unpack("<Q", struct.pack("<d", float(s)))[0], width=8)
     if re.match(r"^[A-Za-z_$][\w$]*$", s):
-        return Operand("sym", s)
+        renamed = _rename(s, scopes)
+        return Operand("reg", renamed) if renamed != s else Operand("sym", s)
     raise EmulationError(f"cannot read the operand {s!r} at PTX line {ln}")

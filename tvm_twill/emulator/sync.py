@@ -85,7 +85,7 @@ def fire_async_arrive(cta, a):
     if mb is None or not mb.valid:
         return
     mb.vc_cur = np.maximum(mb.vc_cur, a.vc)
-    _arrive(cta, cta.warps[a.warp], None, mb, a.count)
+    _arrive(cta, cta.warps[a.warp], a.ins, mb, a.count)
 
 
 def _lane_addrs(addr, w, ins):
