@@ -316,3 +316,13 @@ def test_out_of_bounds_misaligned_and_trap():
 def test_unknown_opcode_raises_with_its_line():
     with pytest.raises(EmulationError, match=r"unsupported opcode frobnicate.b32 at PTX line \d+"):
         run_lanes("    frobnicate.b32 %r3, %r2;\n", LANE)
+
+
+def test_fma_rounding_modes():
+    xf = np.array([1 + 2**-23] * 32, np.float32)
+    body = "    mov.b32 %f1, %r2;\n    fma.{m}.f32 %f2, %f1, %f1, 0f00000000;\n    mov.b32 %r3, %f2;\n"
+    exact = (1 + 2**-23) ** 2        # 1 + 2^-22 + 2^-46: between two floats
+    down, up = np.float32(1 + 2**-22), np.nextafter(np.float32(1 + 2**-22), np.float32(2))
+    for m, want in (("rn", down), ("rz", down), ("rm", down), ("rp", up)):
+        report, out = run_lanes(body.format(m=m), xf.view(np.uint32))
+        assert out.view(np.float32)[0] == want, (m, exact)

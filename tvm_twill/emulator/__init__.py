@@ -125,3 +125,14 @@ def handled_forms() -> frozenset:
 
 
 _ = HANDLERS
+
+
+def load_ptx(ptx: str) -> list:
+    """Parse the PTX and compile every instruction of every kernel (no execution); returns the kernel names.
+    Raises EmulationError naming the first opcode form without a handler and its PTX line."""
+    module = parse(ptx)
+    gmem = GlobalMemory()
+    for name, k in module.kernels.items():
+        params = tuple(("scalar", t or "u64", 0) for _, t, _, _ in k.params)
+        Prepared(module, Launch(name, (1, 1, 1), (32, 1, 1), 0, params), gmem, {})
+    return sorted(module.kernels)
