@@ -55,3 +55,40 @@ def gemm_inputs(n, seed=0):
     a = rng.uniform(-1, 1, (n, n)).astype(np.float16)
     b = rng.uniform(-1, 1, (n, n)).astype(np.float16)
     return a, b, np.zeros((n, n), np.float32)
+
+
+def compile_cuda(mod, arch="sm_80", pipeline=None, async_copy=False):
+    import tvm
+    config = {"tirx.use_async_copy": 1} if async_copy else {}
+    with tvm.transform.PassContext(config=config):
+        f = tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": arch}), tir_pipeline=pipeline)
+    return f.mod.imports[0].inspect_source()
+
+
+def elementwise(n=4096, threads=128):
+    """B = exp(A) * 0.5 + A (fp32): a TVM-built elementwise kernel.  Returns (mod, cuda source)."""
+    import tvm
+    from tvm import te
+    a = te.placeholder((n,), "float32", name="A")
+    b = te.compute((n,), lambda i: te.exp(a[i]) * 0.5 + a[i], name="B")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b]))
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    bx, tx = sch.split(i, [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return sch.mod, compile_cuda(sch.mod)
+
+
+def row_sum(rows=8, cols=512, threads=128):
+    """C[i] = sum_j A[i, j] (fp32), one CTA per row, a cross-thread reduction (shuffles + shared memory)."""
+    import tvm
+    from tvm import te
+    a = te.placeholder((rows, cols), "float32", name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    c = te.compute((rows,), lambda i: te.sum(a[i, k], axis=k), name="C")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, c]))
+    i, kk = sch.get_loops(sch.get_sblock("C"))
+    ko, ki = sch.split(kk, [None, threads])
+    sch.bind(i, "blockIdx.x")
+    sch.bind(ki, "threadIdx.x")
+    return sch.mod, compile_cuda(sch.mod)

@@ -106,16 +106,14 @@ def run(f, *args, seed: int = 0, interleavings: int = 1, source: str | None = No
     ``source``: CUDA text replacing the module's (fault injection); ``blocks``: only these CTAs;
     ``interleavings``: seeded schedules (outputs that differ between them are a finding).  ``mod``/``target``:
     the IRModule and target ``f`` was built from, where launch parameters cannot be read from ``f``."""
-    from . import launch as L
-    arch = _arch(f, target)
+    try:
+        from . import launch as L
+    except ImportError as e:
+        raise EmulationError("tvm_twill.emulator.launch (launch parameters from a compiled module) is not "
+                             "available; call run_ptx with explicit launches") from e
     ptx_text, launches = L.launches(f, args, mod=mod, target=target, source=source)
-    del arch
     return run_ptx(ptx_text, launches, *args, seed=seed, interleavings=interleavings, blocks=blocks,
                    policy=policy)
-
-
-def _arch(f, target):
-    return None
 
 
 def handled_forms() -> frozenset:

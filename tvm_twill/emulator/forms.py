@@ -67,6 +67,12 @@ def _forms():
         add(f"setp.{c}.{t}")
         for b in ("and", "or", "xor"):
             add(f"setp.{c}.{b}.{t}")
+    return frozenset(out) | _memory_and_sync_forms()
+
+
+def _memory_and_sync_forms():
+    out = set()
+    add = out.add
     for t in INTS + BITS + FLOATS + ["f16"]:
         add(f"selp.{t}")
         add(f"mov.{t}")
