@@ -73,30 +73,30 @@ def compile_mma(ins, cc):
     amap = [mma_a(k16, i) for i in range(2 * na)]
     bmap = [mma_b(k16, i) for i in range(2 * nb)]
     cmap = [mma_c(i) for i in range(4)]
+    a_idx = np.concatenate([r * K + c for r, c in amap])          # element i of every lane, i major
+    b_idx = np.concatenate([k * 8 + n for k, n in bmap])
+    c_idx = np.stack([r * 8 + c for r, c in cmap])                 # [4, 32]
     launch = cc.launch
+
+    def halves(regs):      # [nreg] x 32 lanes of b32 -> elements (2 per register, low half first) as float64
+        h = np.stack(regs).view(np.uint16).reshape(len(regs), LANES, 2).transpose(0, 2, 1).reshape(-1)
+        return bf16_to_f32(h).astype(np.float64) if dt == "bf16" else h.view(np.float16).astype(np.float64)
 
     def run(w):
         _aligned(launch.cta, w, ins)
-        A = np.zeros((16, K))
-        B = np.zeros((K, 8))
-        C = np.zeros((16, 8))
-        for r in range(na):
-            lo, hi = _halves(ra[r](w), dt)
-            A[amap[2 * r]] = lo
-            A[amap[2 * r + 1]] = hi
-        for r in range(nb):
-            lo, hi = _halves(rb[r](w), dt)
-            B[bmap[2 * r]] = lo
-            B[bmap[2 * r + 1]] = hi
-        for i in range(4):
-            C[cmap[i]] = rc[i](w)
-        D = (A @ B + C).astype(np.float32)
+        A = np.empty(16 * K)
+        B = np.empty(K * 8)
+        A[a_idx] = halves([r(w) for r in ra])
+        B[b_idx] = halves([r(w) for r in rb])
+        C = np.empty(16 * 8)
+        C[c_idx] = np.stack([r(w) for r in rc])
+        D = (A.reshape(16, K) @ B.reshape(K, 8) + C.reshape(16, 8)).astype(np.float32).reshape(-1)
         pz = [q(w) for q in pin]
         P = None
         if any(x is not None for x in pz):
             P = _poison(pz, na, nb, amap, bmap, cmap, K)
         for i in range(4):
-            puts[i](w, D[cmap[i]], P[i] if P is not None else None)
+            puts[i](w, D[c_idx[i]], P[i] if P is not None else None)
     return run
 
 
@@ -137,24 +137,30 @@ def compile_ldmatrix(ins, cc):
     launch = cc.launch
     row = LANE_IDS // 4
 
+    j = np.arange(num)[:, None]
+    if trans:   # register j of lane l: (stored row 2q, column l/4) and (row 2q+1, column l/4) of matrix j
+        lo_idx = (8 * j + 2 * Q) * 8 + row
+        hi_idx = lo_idx + 8
+        p_lo, p_hi = 8 * j + 2 * Q, 8 * j + 2 * Q + 1
+    else:       # register j of lane l: row l/4, columns 2q, 2q+1 of matrix j (one 32-bit word)
+        word_idx = (8 * j + row) * 4 + Q
+        p_row = 8 * j + row
+
     def run(w):
         cta = launch.cta
         _aligned(cta, w, ins)
-        raw, pz = access(cta, w, ins, "shared", addr(w), w.m & used, 16)
-        rows = raw.view(np.uint16).reshape(LANES, 8)            # lane r supplies row r % 8 of matrix r // 8
-        for j in range(num):
-            mat = rows[8 * j:8 * j + 8]
-            if trans:
-                lo, hi = mat[2 * Q, row], mat[2 * Q + 1, row]
-            else:
-                lo, hi = mat[row, 2 * Q], mat[row, 2 * Q + 1]
-            bits = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
-            P = None
-            if pz is not None:
-                pm = pz[8 * j:8 * j + 8]
-                P = (pm[2 * Q] | pm[2 * Q + 1]) if trans else pm[row]
-                P = P if P.any() else None
-            puts[j](w, bits, P)
+        raw, pz = access(cta, w, ins, "shared", addr(w), w.m & used, 16)   # lane r: row r % 8 of matrix r // 8
+        if trans:
+            h = raw.view(np.uint16).reshape(-1)
+            regs = h[lo_idx].astype(np.uint32) | (h[hi_idx].astype(np.uint32) << 16)
+        else:
+            regs = raw.view(np.uint32).reshape(-1)[word_idx]
+        P = None
+        if pz is not None:
+            P = (pz[p_lo] | pz[p_hi]) if trans else pz[p_row]
+        for k in range(num):
+            pk = P[k] if P is not None and P[k].any() else None
+            puts[k](w, regs[k], pk)
     return run
 
 
