@@ -23,18 +23,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import ROOT, cpu_name, git_commit  # noqa: E402
+from common import ROOT, cpu_name, git_commit
 
 
 def _gemm(ws):
-    import tvm_twill
     from emulator.tvm_kernels import compile_cuda, gemm_inputs
+
+    import tvm_twill
     from tvm_twill.workloads import tensorcore_gemm
     sch, k0, k1 = tensorcore_gemm(256)
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], "sm_80", warp_specialize=ws)
     src = compile_cuda(sch.mod, pipeline=plan.tir_pipeline, async_copy=True)
     a, b, c = gemm_inputs(256)
-    check = lambda: float(np.abs(c - a.astype(np.float32) @ b.astype(np.float32)).max())  # noqa: E731
+    check = lambda: float(np.abs(c - a.astype(np.float32) @ b.astype(np.float32)).max())
     return sch.mod, src, (a, b, c), 3, [(0, y, 0) for y in range(4)], check
 
 
@@ -63,6 +64,7 @@ def main():
     ap.add_argument("--save", action="store_true", help="write bench/results/emulator.md")
     args = ap.parse_args()
     from emulator.tvm_kernels import launch_for, ptx_of
+
     from tvm_twill import emulator as E
     rows = []
     for name, build in KINDS.items():

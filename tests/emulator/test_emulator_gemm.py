@@ -14,10 +14,10 @@ tvm = pytest.importorskip("tvm")
 if shutil.which("nvcc") is None:
     pytest.skip("nvcc not installed", allow_module_level=True)
 
-import tvm_twill  # noqa: E402
-from tvm_twill import emulator as E  # noqa: E402
+from emulator.tvm_kernels import gemm_inputs, launch_for, ptx_of
 
-from emulator.tvm_kernels import gemm_inputs, launch_for, ptx_of  # noqa: E402
+import tvm_twill
+from tvm_twill import emulator as E
 
 N = 256
 CTAS = [(0, 0, 0), (0, 1, 0)]

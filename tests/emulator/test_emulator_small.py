@@ -9,9 +9,9 @@ tvm = pytest.importorskip("tvm")
 if shutil.which("nvcc") is None:
     pytest.skip("nvcc not installed", allow_module_level=True)
 
-from tvm_twill import emulator as E  # noqa: E402
+from emulator.tvm_kernels import elementwise, launch_for, ptx_of, row_sum
 
-from emulator.tvm_kernels import elementwise, launch_for, ptx_of, row_sum  # noqa: E402
+from tvm_twill import emulator as E
 
 
 def test_elementwise_matches_numpy():

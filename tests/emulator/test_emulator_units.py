@@ -101,6 +101,7 @@ def test_float_fma_minmax_nan_and_conversions():
     mov.b32 %r3, %f5;
 """
     report, out = run_lanes(body, xf.view(np.uint32))
+    assert report.ok, str(report)
     got = out.view(np.float32)
     x64 = xf.astype(np.float64)
     fma = (x64 * x64 + 1).astype(np.float32)
@@ -120,6 +121,7 @@ def test_cvt_rounding_modes_and_saturation():
         np.testing.assert_array_equal(out.view(np.int32), want, err_msg=mode)
     report, out = run_lanes("    mov.b32 %f1, %r2;\n    cvt.sat.f32.f32 %f2, %f1;\n    mov.b32 %r3, %f2;\n",
                             xf.view(np.uint32))
+    assert report.ok, str(report)
     np.testing.assert_array_equal(out.view(np.float32), np.clip(np.nan_to_num(xf), 0, 1))
 
 
@@ -129,6 +131,7 @@ def test_approximate_functions_within_tolerance():
                   ("lg2.approx.f32", np.log2), ("rcp.rn.f32", lambda v: 1 / v)):
         report, out = run_lanes(f"    mov.b32 %f1, %r2;\n    {op} %f2, %f1;\n    mov.b32 %r3, %f2;\n",
                                 xf.view(np.uint32))
+        assert report.ok, str(report)
         np.testing.assert_allclose(out.view(np.float32), f(xf.astype(np.float64)), rtol=2e-7, err_msg=op)
 
 
@@ -139,6 +142,7 @@ def test_mov_packs_and_unpacks_halves():
     mov.b32 %r3, {%rs2, %rs1};
 """
     report, out = run_lanes(body, x)
+    assert report.ok, str(report)
     np.testing.assert_array_equal(out, ((x >> 16) | (x << 16)).astype(np.uint32))
 
 
@@ -325,4 +329,5 @@ def test_fma_rounding_modes():
     down, up = np.float32(1 + 2**-22), np.nextafter(np.float32(1 + 2**-22), np.float32(2))
     for m, want in (("rn", down), ("rz", down), ("rm", down), ("rp", up)):
         report, out = run_lanes(body.format(m=m), xf.view(np.uint32))
+        assert report.ok, str(report)
         assert out.view(np.float32)[0] == want, (m, exact)

@@ -88,7 +88,7 @@ def row_sum(rows=8, cols=512, threads=128):
     c = te.compute((rows,), lambda i: te.sum(a[i, k], axis=k), name="C")
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, c]))
     i, kk = sch.get_loops(sch.get_sblock("C"))
-    ko, ki = sch.split(kk, [None, threads])
+    _, ki = sch.split(kk, [None, threads])
     sch.bind(i, "blockIdx.x")
     sch.bind(ki, "threadIdx.x")
     return sch.mod, compile_cuda(sch.mod)

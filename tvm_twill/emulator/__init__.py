@@ -20,7 +20,7 @@ from .loader import HANDLERS, Prepared
 from .memory import GlobalMemory
 from .ptx import parse
 
-__all__ = ["run", "run_ptx", "Report", "Policy", "EmulationError", "findings", "handled_forms", "Launch"]
+__all__ = ["EmulationError", "Launch", "Policy", "Report", "findings", "handled_forms", "run", "run_ptx"]
 
 
 @dataclass(frozen=True)

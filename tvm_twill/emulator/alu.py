@@ -239,7 +239,7 @@ def compile_logic(ins, cc):
 
 def _popc(x):
     u = x.view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64)
-    return np.array([bin(int(v)).count("1") for v in u], np.uint32)
+    return np.array([int(v).bit_count() for v in u], np.uint32)
 
 
 def compile_bits(ins, cc):

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings as F
 from .engine import BLOCKED
-from .memops import _check_write, _lanes, address
+from .memops import _check_write, address
 from .memory import PENDING, lane_bytes
 
 

@@ -18,7 +18,7 @@ def compile_bra(ins, cc):
     def run(w, m):
         if not guarded:
             w.pc = t
-            return None
+            return
         taken = m
         rest = w.mask & ~m
         if not taken.any():
@@ -30,7 +30,7 @@ def compile_bra(ins, cc):
             w.mask = taken
             w.mask_all = False
             w.pc = t
-        return None
+        return
     return run
 
 
@@ -48,7 +48,6 @@ def compile_exit(ins, cc):
             w.done = True
             pending_at_exit(launch.cta, w, ins)
         check_bars(launch.cta)
-        return None
     return run
 
 

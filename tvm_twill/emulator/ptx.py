@@ -36,7 +36,7 @@ class Operand:
     offset: int = 0
     negated: bool = False
     items: tuple = ()
-    base: "Operand | None" = None
+    base: Operand | None = None
 
 
 @dataclass
@@ -81,9 +81,9 @@ class Module:
     target: str = ""
 
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _ENTRY = re.compile(r"(?:\.visible\s+|\.weak\s+)?\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\(?")
-_VAR = re.compile(r"(?:\.extern\s+|\.visible\s+|\.weak\s+)*\.(shared|global|const|local)\s+(.*)$", re.S)
+_VAR = re.compile(r"(?:\.extern\s+|\.visible\s+|\.weak\s+)*\.(shared|global|const|local)\s+(.*)$", re.DOTALL)
 _LABEL = re.compile(r"([A-Za-z_$][\w$]*)\s*:(?!:)")
 _REGRANGE = re.compile(r"^(%?[\w$]+)<(\d+)>$")
 _SREGS = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
@@ -118,7 +118,7 @@ def parse(text: str) -> Module:
     """Parse a PTX module; raises EmulationError on anything it does not understand."""
     text = _strip(text)
     starts = [m.end() for m in re.finditer(r"\n", text)]
-    line = lambda pos: _line_of(text, pos, starts) + 1  # noqa: E731
+    line = lambda pos: _line_of(text, pos, starts) + 1
     mod = Module()
     i = 0
     n = len(text)
@@ -231,7 +231,7 @@ def _parse_body(text, start, end, name, params, line) -> Kernel:
     instructions: list[Instruction] = []
     labels: dict[str, int] = {}
     variables: list[Variable] = []
-    scopes = [dict()]           # name -> renamed name, per inline-asm scope
+    scopes = [{}]                # name -> renamed name, per inline-asm scope
     scope_id = 0
     files_main = 1
     cuda_line = None

@@ -250,7 +250,7 @@ def compile_bar(ins, cc):
             w.bar_pass = False
             return None
         w.wait = lambda: not w.bar_pass
-        w.needs = lambda: []
+        w.needs = list
         return BLOCKED
     return run
 

@@ -1,8 +1,8 @@
 """Warp-level tensor-core instructions: ldmatrix and mma.sync (m16n8k16 / m16n8k8, f16 or bf16 in, f32 out).
 
 The fragment maps (which lane and register holds which matrix element) come
-from ``fragment_maps()``: the PTX ISA's figures for mma.m16n8k16 /
-m16n8k8 and ldmatrix.  Products are summed in float64 and rounded once to
+from ``encodings`` (checked there against CuTe); m16n8k8's from the PTX ISA
+figure.  Products are summed in float64 and rounded once to
 float32; the hardware's accumulation order is unspecified, so results agree
 with a GPU within accumulation-order tolerance, not bit for bit.  Both are
 ``.sync.aligned``: reaching one with part of the warp is a
@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
+from .encodings import ldmatrix_source, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c
 from .memops import access, address
 from .values import LANE_IDS, LANES, bf16_to_f32
 
@@ -23,20 +24,21 @@ Q = LANE_IDS % 4
 
 def mma_a(k16: bool, i):
     """(row, col) of element i of A (16 x K) held by each lane."""
-    row = G + 8 * ((i >> 1) & 1)
-    col = 2 * Q + (i & 1) + (8 * (i >> 2) if k16 else 0)
-    return row, col
+    if k16:
+        return mma_m16n8k16_a(LANE_IDS.astype(np.int64), i)
+    return G + 8 * ((i >> 1) & 1), 2 * Q + (i & 1)          # m16n8k8: a0, a1 (PTX ISA figure)
 
 
 def mma_b(k16: bool, i):
     """(k, n) of element i of B (K x 8) held by each lane."""
-    k = 2 * Q + (i & 1) + (8 * (i >> 1) if k16 else 0)
-    return k, G
+    if k16:
+        return mma_m16n8k16_b(LANE_IDS.astype(np.int64), i)
+    return 2 * Q + (i & 1), G                              # m16n8k8: b0
 
 
 def mma_c(i):
     """(row, col) of element i of C/D (16 x 8, f32) held by each lane."""
-    return G + 8 * (i >> 1), 2 * Q + (i & 1)
+    return mma_m16n8k16_c(LANE_IDS.astype(np.int64), i)
 
 
 def _halves(vals, dt):
@@ -135,29 +137,23 @@ def compile_ldmatrix(ins, cc):
     addr = address(cc, src, ins)
     used = LANE_IDS < 8 * num
     launch = cc.launch
-    row = LANE_IDS // 4
 
-    j = np.arange(num)[:, None]
-    if trans:   # register j of lane l: (stored row 2q, column l/4) and (row 2q+1, column l/4) of matrix j
-        lo_idx = (8 * j + 2 * Q) * 8 + row
-        hi_idx = lo_idx + 8
-        p_lo, p_hi = 8 * j + 2 * Q, 8 * j + 2 * Q + 1
-    else:       # register j of lane l: row l/4, columns 2q, 2q+1 of matrix j (one 32-bit word)
-        word_idx = (8 * j + row) * 4 + Q
-        p_row = 8 * j + row
+    lane = LANE_IDS.astype(np.int64)
+    src = [[ldmatrix_source(num, trans, lane, j, h) for h in (0, 1)] for j in range(num)]
+    lo_idx = np.stack([(8 * m + r) * 8 + c for (m, r, c), _ in src])      # [num, 32] 16-bit element indices
+    hi_idx = np.stack([(8 * m + r) * 8 + c for _, (m, r, c) in src])
+    p_lo = np.stack([8 * m + r for (m, r, _), _ in src])                   # the rows they come from
+    p_hi = np.stack([8 * m + r for _, (m, r, _) in src])
 
     def run(w):
         cta = launch.cta
         _aligned(cta, w, ins)
         raw, pz = access(cta, w, ins, "shared", addr(w), w.m & used, 16)   # lane r: row r % 8 of matrix r // 8
-        if trans:
-            h = raw.view(np.uint16).reshape(-1)
-            regs = h[lo_idx].astype(np.uint32) | (h[hi_idx].astype(np.uint32) << 16)
-        else:
-            regs = raw.view(np.uint32).reshape(-1)[word_idx]
+        h = raw.view(np.uint16).reshape(-1)
+        regs = h[lo_idx].astype(np.uint32) | (h[hi_idx].astype(np.uint32) << 16)
         P = None
         if pz is not None:
-            P = (pz[p_lo] | pz[p_hi]) if trans else pz[p_row]
+            P = pz[p_lo] | pz[p_hi]
         for k in range(num):
             pk = P[k] if P is not None and P[k].any() else None
             puts[k](w, regs[k], pk)

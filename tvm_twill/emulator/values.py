@@ -43,9 +43,7 @@ def to_type(raw: np.ndarray, t: str) -> np.ndarray:
     if t == "pred":
         return raw.astype(np.bool_) if raw.dtype != np.bool_ else raw
     w = WIDTH[t]
-    if raw.dtype == np.bool_:
-        raw = raw.astype(RAW[w])
-    elif raw.dtype.itemsize != w:
+    if raw.dtype == np.bool_ or raw.dtype.itemsize != w:
         raw = raw.astype(RAW[w])
     elif raw.dtype.kind != "u":
         raw = raw.view(RAW[w])
