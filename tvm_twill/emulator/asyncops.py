@@ -81,6 +81,8 @@ def compile_cp_async(ins, cc):
         cta.ops[op.id] = op
         sm.owner[flat] = op.id
         sm.poison[flat] = True
+        sm.wr_generic[flat] = cta.policy.strict_cp_async_proxy
+        sm.wr_seq[flat] = cta.instructions
         sm.note_write(flat, w.idx, PENDING, ins.line)
         w.uncommitted.append(op)
     return run

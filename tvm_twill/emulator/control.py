@@ -40,6 +40,7 @@ def compile_exit(ins, cc):
     def run(w, m):
         from .asyncops import pending_at_exit
         from .sync import check_bars
+        from .wgmma import finish_wgmma
         w.live = w.live & ~m
         w.mask = w.mask & ~m
         w.mask_all = False
@@ -47,6 +48,7 @@ def compile_exit(ins, cc):
         if not w.live.any():
             w.done = True
             pending_at_exit(launch.cta, w, ins)
+            finish_wgmma(launch.cta, w)
         check_bars(launch.cta)
     return run
 

@@ -35,13 +35,17 @@ class Policy:
     """Adversarial-timing knobs.  completion: 'latest' (default) or 'random'; slice: the most instructions a
     warp runs before the scheduler may switch; spurious: probability that mbarrier.try_wait fails although
     the phase completed; strict_uninitialized: report every read of never-written shared memory (by default
-    poison only is reported where it reaches a global store, a branch or an address)."""
+    poison only is reported where it reaches a global store, a branch or an address); strict_exit: report
+    cp.async copies a warp never waited for; strict_cp_async_proxy: treat cp.async writes as generic-proxy
+    writes that wgmma may read only after a fence.proxy.async (the PTX ISA leaves this open; CUTLASS and
+    Triton issue no fence there, so it is off by default)."""
 
     completion: str = "latest"
     slice: int = 64
     spurious: float = 0.25
     strict_uninitialized: bool = False
     strict_exit: bool = False
+    strict_cp_async_proxy: bool = False
     max_instructions: int = 200_000_000
 
 
@@ -111,6 +115,7 @@ class CTA:
         self.ops = {}               # async copy id -> op
         self.next_op = 1
         self.async_arrives = []     # pending cp.async.mbarrier.arrive agents
+        self.proxy_fences = {}      # warp -> ([instruction count], [own clock]) of its fence.proxy.async
         self.instructions = 0
         self.seen = set()
 

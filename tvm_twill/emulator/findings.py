@@ -103,6 +103,19 @@ class UninitializedRead(Finding):
 
 
 @dataclass(frozen=True)
+class ProxyFenceMissing(Finding):
+    """An async-proxy read (wgmma) of shared bytes an ordinary store wrote, with no fence.proxy.async by the
+    writer happening before the async operation was issued."""
+
+    address: int = 0
+
+
+@dataclass(frozen=True)
+class SetmaxnregMisuse(Finding):
+    """setmaxnreg out of range, not a multiple of 8, in the wrong direction, or reached by part of a warp."""
+
+
+@dataclass(frozen=True)
 class Trap(Finding):
     """A ``trap`` instruction executed."""
 

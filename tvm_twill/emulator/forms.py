@@ -110,6 +110,10 @@ def _memory_and_sync_forms():
         add(f"vote.sync.{m}.{t}")
     for x, tr, sp in product(["x1", "x2", "x4"], ["", ".trans"], ["shared", "shared::cta"]):
         add(f"ldmatrix.sync.aligned.m8n8.{x}{tr}.{sp}.b16")
+    for nn, t in product(range(8, 257, 8), ["f16", "bf16"]):
+        add(f"wgmma.mma_async.sync.aligned.m64n{nn}k16.f32.{t}.{t}")
+    out |= {"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
+            "setmaxnreg.inc.sync.aligned.u32", "setmaxnreg.dec.sync.aligned.u32"}
     for k, t in product(["k16", "k8"], ["f16", "bf16"]):
         add(f"mma.sync.aligned.m16n8{k}.row.col.f32.{t}.{t}.f32")
     return frozenset(out)

@@ -121,6 +121,8 @@ def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
         sm.data[idx] = data[act].reshape(-1)
         sm.poison[idx] = np.repeat(pois[act], nbytes) if pois is not None else False
         sm.owner[idx] = 0
+        sm.wr_generic[idx] = True
+        sm.wr_seq[idx] = cta.instructions
         sm.note_write(idx, w.idx, clk, ins.line)
         return out, None
     bad = sm.check_read(idx, w.idx, vcw)
@@ -160,6 +162,10 @@ def _cuda(cta, line):
 
 def _check_write(cta, w, ins, act, idx, nbytes):
     sm = cta.shared
+    if sm.async_readers[idx].any():
+        b = idx[sm.async_readers[idx] > 0][0]
+        cta.finding(F.InFlightOverwrite, w, ins, _lanes(act), f"a write to shared byte {b} that an in-flight "
+                    "wgmma still reads (before its wgmma.wait_group)", address=int(b))
     own = sm.owner[idx]
     if own.any():
         live = [int(o) for o in np.unique(own[own != 0]) if not cta.ops[int(o)].done]

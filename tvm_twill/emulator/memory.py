@@ -65,6 +65,9 @@ class SharedMemory:
         self.rd_clk = np.zeros((nwarps, size), np.int64)
         self.rd_line = np.zeros((nwarps, size), np.int32)
         self.is_mbar = np.zeros(size, np.bool_)
+        self.wr_generic = np.zeros(size, np.bool_)     # last write by the generic proxy (st, not an async copy)
+        self.wr_seq = np.zeros(size, np.int64)         # when (instruction count) it was written
+        self.async_readers = np.zeros(size, np.int16)  # in-flight wgmma ops that will still read the byte
 
     def check_read(self, idx, w, vcw):
         """Indices (into idx) of bytes whose last write does not happen before this read by warp w."""

@@ -243,7 +243,11 @@ def _parse_body(text, start, end, name, params, line) -> Kernel:
             continue
         if c == "{":
             scope_id += 1
-            scopes.append({"#": scope_id})
+            scope = {"#": scope_id}
+            close = _match_brace(text, i, line)
+            for lab in re.findall(r"(?:^|[;{}\s])([A-Za-z_$][\w$]*)\s*:(?!:)", text[i + 1:close]):
+                scope["label:" + lab] = f"{lab}@{scope_id}"
+            scopes.append(scope)
             i += 1
             continue
         if c == "}":
@@ -259,7 +263,7 @@ def _parse_body(text, start, end, name, params, line) -> Kernel:
             continue
         lm = _LABEL.match(text, i)
         if lm:
-            labels[lm.group(1)] = len(instructions)
+            labels[_rename("label:" + lm.group(1), scopes, lm.group(1))] = len(instructions)
             i = lm.end()
             continue
         j = text.find(";", i)
@@ -336,11 +340,11 @@ def _instruction(stmt, ln, cuda_line, scopes) -> Instruction:
     return Instruction(opcode, operands, guard, neg, ln, cuda_line)
 
 
-def _rename(name, scopes):
+def _rename(name, scopes, default=None):
     for sc in reversed(scopes[1:]):
         if name in sc:
             return sc[name]
-    return name
+    return name if default is None else default
 
 
 def _split_top(s: str) -> list[str]:
@@ -407,6 +411,9 @@ def _operand(s: str, ln: int, scopes) -> Operand:
         import struct
         return Operand("fimm", value=struct.unpack("<Q", struct.pack("<d", float(s)))[0], width=8)
     if re.match(r"^[A-Za-z_$][\w$]*$", s):
+        label = _rename("label:" + s, scopes, s)
+        if label != s:
+            return Operand("sym", label)
         renamed = _rename(s, scopes)
         return Operand("reg", renamed) if renamed != s else Operand("sym", s)
     raise EmulationError(f"cannot read the operand {s!r} at PTX line {ln}")

@@ -269,7 +269,18 @@ def check_bars(cta):
 
 
 def compile_fence(ins, cc):
-    return lambda w: None
+    """Fences order nothing the emulator does not already order, except fence.proxy.async: recorded per warp
+    (when, and the warp's clock) for the proxy check of wgmma operands."""
+    if ins.parts[:3] != ["fence", "proxy", "async"]:
+        return lambda w: None
+    launch = cc.launch
+
+    def run(w):
+        cta = launch.cta
+        seqs, clks = cta.proxy_fences.setdefault(w.idx, ([], []))
+        seqs.append(cta.instructions)
+        clks.append(int(cta.vc[w.idx, w.idx]))
+    return run
 
 
 def compile_shfl(ins, cc):
