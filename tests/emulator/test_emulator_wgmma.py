@@ -16,10 +16,10 @@ tvm = pytest.importorskip("tvm")
 if shutil.which("nvcc") is None:
     pytest.skip("nvcc not installed", allow_module_level=True)
 
-from tvm_twill import emulator as E  # noqa: E402
-from tvm_twill.emulator import findings as F  # noqa: E402
+from emulator.tvm_kernels import compile_cuda, gemm_inputs, launch_for, ptx_of
 
-from emulator.tvm_kernels import compile_cuda, gemm_inputs, launch_for, ptx_of  # noqa: E402
+from tvm_twill import emulator as E
+from tvm_twill.emulator import findings as F
 
 N = 256
 CTAS = [(0, 0, 0), (1, 0, 0)]
