@@ -38,6 +38,12 @@ class SolverUnavailableError(TwillError, ImportError):
     exit_code = 2
 
 
+class ToolchainError(TwillError, RuntimeError):
+    """An external tool the package runs (nvcc) is missing or rejected its input."""
+
+    exit_code = 2
+
+
 class InfeasibleError(TwillError):
     """No schedule exists under the model (for any ii, or within the search).
 
