@@ -16,23 +16,12 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings
 from .engine import CTA, Policy, run_cta
+from .launch import Launch, TensorMap
 from .loader import HANDLERS, Prepared
 from .memory import GlobalMemory
 from .ptx import parse
 
 __all__ = ["EmulationError", "Launch", "Policy", "Report", "findings", "handled_forms", "run", "run_ptx"]
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: grid and block (x, y, z), dynamic shared bytes, and the parameters in PTX order:
-    ("buffer", arg_index, byte_offset) or ("scalar", ptx_type, value)."""
-
-    kernel: str
-    grid: tuple
-    block: tuple
-    dyn_smem: int
-    params: tuple
 
 
 @dataclass
@@ -104,15 +93,13 @@ def run(f, *args, seed: int = 0, interleavings: int = 1, source: str | None = No
     """Emulate every kernel launch of ``f`` (``tvm.compile`` output for CUDA) on numpy ``args``.
 
     ``source``: CUDA text replacing the module's (fault injection); ``blocks``: only these CTAs;
-    ``interleavings``: seeded schedules (outputs that differ between them are a finding).  ``mod``/``target``:
-    the IRModule and target ``f`` was built from, where launch parameters cannot be read from ``f``."""
-    try:
-        from . import launch as L
-    except ImportError as e:
-        raise EmulationError("tvm_twill.emulator.launch (launch parameters from a compiled module) is not "
-                             "available; call run_ptx with explicit launches") from e
-    ptx_text, launches = L.launches(f, args, mod=mod, target=target, source=source)
-    return run_ptx(ptx_text, launches, *args, seed=seed, interleavings=interleavings, blocks=blocks,
+    ``interleavings``: seeded schedules (outputs that differ between them are a finding).  The launches (grid,
+    block, dynamic shared memory, scalars, tensor maps) are read from ``f`` itself (``launch.launches``);
+    ``target`` names the arch nvcc compiles the PTX for (default: sm_90a if the source uses Hopper features,
+    else sm_80); ``mod`` is not needed and refused."""
+    from .launch import launches
+    ptx_text, launch_list = launches(f, args, mod=mod, target=target, source=source)
+    return run_ptx(ptx_text, launch_list, *args, seed=seed, interleavings=interleavings, blocks=blocks,
                    policy=policy)
 
 

@@ -174,6 +174,9 @@ def compile_cp(ins, cc):
             return compile_wait(_shift(ins), cc)
         if len(p) > 2 and p[2] == "mbarrier":
             return compile_cp_async_arrive(ins, cc)
+        if len(p) > 2 and p[2] == "bulk":
+            from .bulk import compile_bulk
+            return compile_bulk(ins, cc)
         return compile_cp_async(_shift(ins), cc)
     raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
 

@@ -16,6 +16,7 @@ from .values import LANES, RAW, TYPED, WIDTH, bf16_to_f32, f32_to_bf16, por
 
 SHARED_WINDOW = 1 << 44     # generic address of shared offset 0 (any address in [W, W + 2^32) is shared)
 LOCAL_WINDOW = 1 << 45
+PARAM_WINDOW = 1 << 46    # generic address of .param offset 0 (cvta.param: kernel parameters, tensor maps)
 
 
 def _to_float64(x, t):
@@ -151,7 +152,7 @@ def compile_cvta(ins, cc):
     space = p[2] if to else p[1]
     if space not in ("shared", "global", "local", "const", "param"):
         raise EmulationError(f"unsupported cvta space in {ins.opcode} at PTX line {ins.line}")
-    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW}.get(space, 0)
     a = cc.read(ins.operands[1], t, ins)
     pa = cc.poison(ins.operands[1], ins)
     put = cc.write(ins.operands[0], t, ins)

@@ -139,8 +139,11 @@ class CTA:
     def complete(self, op):
         if op.done:
             return
-        from .memops import complete_copy
-        complete_copy(self, op)
+        if hasattr(op, "perform"):
+            op.perform(self)
+        else:
+            from .memops import complete_copy
+            complete_copy(self, op)
         self.fire_arrives()
 
     def fire_arrives(self):

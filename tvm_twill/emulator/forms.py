@@ -93,6 +93,9 @@ def _memory_and_sync_forms():
         if op == "st" and (sp in (".param", ".const") or q == ".nc"):
             continue
         add(f"{op}{q if q == '.volatile' else ''}{sp}{q if q != '.volatile' else ''}{v}.{t}")
+    for d in ("", ".tensor.1d", ".tensor.2d", ".tensor.3d", ".tensor.4d", ".tensor.5d"):
+        add(f"cp.async.bulk{d}.shared::cluster.global.mbarrier::complete_tx::bytes")
+    add("cvta.param.u64")
     out |= {"cp.async.ca.shared.global", "cp.async.cg.shared.global", "cp.async.commit_group",
             "cp.async.wait_group", "cp.async.wait_all", "cp.async.mbarrier.arrive.shared.b64",
             "cp.async.mbarrier.arrive.noinc.shared.b64"}

@@ -72,6 +72,8 @@ class Prepared:
         if len(params) != len(k.params):
             raise EmulationError(f"kernel {k.name} takes {len(k.params)} parameters, the launch gives {len(params)}")
         chunks = bytearray()
+        self.tensormaps = {}
+        self.buffers = buffers
         for (name, ptype, size, align), prm in zip(k.params, params):
             off = _align(len(chunks), align or max(WIDTH.get(ptype, 1), 1))
             chunks.extend(bytes(off - len(chunks)))
@@ -79,12 +81,25 @@ class Prepared:
             if prm[0] == "buffer":
                 value = buffers[prm[1]] + int(prm[2])
                 chunks.extend(int(value).to_bytes(8, "little"))
+            elif prm[0] == "tensormap":
+                off = _align(len(chunks), max(align, 64))
+                chunks.extend(bytes(off - len(chunks)))
+                symbols[name] = ("param", off)
+                self.tensormaps[off] = prm[1]
+                chunks.extend(bytes(size or 128))
             elif prm[0] == "scalar":
                 arr = np.array([prm[2]]).astype(TYPED[prm[1]])
                 chunks.extend(arr.tobytes().ljust(size, b"\0"))
             else:
                 raise EmulationError(f"unknown parameter kind {prm[0]!r} for {name}")
         return np.frombuffer(bytes(chunks) + bytes(8), np.uint8).copy()
+
+    def buffer_view(self, arg_index):
+        """The bytes of argument ``arg_index`` (a tensor map's global tensor)."""
+        if arg_index not in self.buffers:
+            raise EmulationError(f"argument {arg_index} is not an array; a tensor map needs one")
+        view, _ = self.gmem.find(np.array([self.buffers[arg_index]], np.uint64), 0)
+        return view
 
     def _sreg(self, name, ins):
         base, _, comp = name.partition(".")

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .convert import LOCAL_WINDOW, SHARED_WINDOW
+from .convert import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from .memory import PENDING, lane_bytes
 from .values import LANES, RAW, TYPED, WIDTH, por
 
@@ -62,6 +62,8 @@ def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=No
             space, addrs = "shared", addrs - np.uint64(SHARED_WINDOW)
         elif lo.all():
             space, addrs = "local", addrs - np.uint64(LOCAL_WINDOW)
+        elif ((a >= PARAM_WINDOW) & (a < PARAM_WINDOW + (1 << 32))).all():
+            space, addrs = "param", addrs - np.uint64(PARAM_WINDOW)
         elif (sh | lo).any():
             raise EmulationError(f"a generic access mixing state spaces across lanes at PTX line {ins.line}")
         else:

@@ -106,7 +106,16 @@ def _compile_mma_async(ins, cc):
         a_idx = _operand_addresses(a0, rows[:, None], ks[None, :], ta == 0)
         b_idx = _operand_addresses(b0, np.arange(n)[None, :], ks[:, None], tb == 0)
         s = bool(scale(w)[act[0]]) if scale is not None else scale_imm
-        op = WgmmaOp(w.idx, regs, [w.pois[i] for i in regs], a_idx, b_idx, s, ins.line, ins)
+        busy = getattr(w, "wg_busy", {})      # registers an in-flight op of this warp still writes
+        chain = [busy.get(i, 0) > 0 for i in regs]
+        op = WgmmaOp(w.idx, regs, [None if c else w.pois[i] for c, i in zip(chain, regs)], a_idx, b_idx, s,
+                     ins.line, ins)
+        op.chain = chain
+        for i in regs:
+            busy[i] = busy.get(i, 0) + 1
+        w.wg_busy = busy
+        if not hasattr(w, "wg_result_pois"):
+            w.wg_result_pois = {}
         op.n, op.dt = n, dt
         op.rc = [wgmma_c(32 * wg + lane, i, n) for i in range(n // 2)]
         _issue_checks(cta, w, ins, op)
@@ -179,10 +188,16 @@ def complete_wgmma(cta, w, op):
         if op.scale_d:
             val = val + w.regs[reg].view(np.float32).astype(np.float64)
         pz = P[r - row0, c]
-        if op.scale_d and op.in_pois[i] is not None:
-            pz = pz | op.in_pois[i]
+        # an accumulator chained from an earlier op of this warp carries that op's result poison (it completed
+        # first, in order); otherwise the poison the register had at issue
+        before = w.wg_result_pois.get(reg) if op.chain[i] else op.in_pois[i]
+        if op.scale_d and before is not None:
+            pz = pz | before
+        pz = pz if pz.any() else None
         w.regs[reg] = val.astype(np.float32).view(np.uint32)
-        w.pois[reg] = pz if pz.any() else None
+        w.wg_result_pois[reg] = pz
+        w.wg_busy[reg] -= 1
+        w.pois[reg] = pz if w.wg_busy[reg] == 0 else np.ones(LANES, np.bool_)   # a later op still in flight
     np.add.at(sm.async_readers, _bytes(op).reshape(-1), -1)
 
 
