@@ -1,8 +1,9 @@
 """The emulator runs the project's sm_80 GEMMs (software-pipelined, and warp-specialized with a cp.async +
-mbarrier ring) as TVM and nvcc build them, against numpy over several interleavings, and catches planted bugs.
+mbarrier ring) as TVM and nvcc build them, against numpy over several interleavings, and catches planted bugs
+applied to the generated CUDA source (``run(..., source=...)``).
 
-Shape: 256^3 on TVM's tensor-core schedule: 128x256... tiles guarded to 256, a k loop of 8 trips of 32 (at
-least twice the 3-deep pipeline / ring plus one, so every ring wraps), two working CTAs emulated.
+Shape: 256^3 on TVM's tensor-core schedule (128 x 128 block tiles), a k loop of 8 trips of 32: at least twice
+the 3-deep pipeline / ring plus one, so every ring wraps; two CTAs emulated (of the launch's grid).
 """
 import re
 import shutil
@@ -14,7 +15,7 @@ tvm = pytest.importorskip("tvm")
 if shutil.which("nvcc") is None:
     pytest.skip("nvcc not installed", allow_module_level=True)
 
-from emulator.tvm_kernels import gemm_inputs, launch_for, ptx_of
+from emulator.tvm_kernels import compile_module, gemm_inputs
 
 import tvm_twill
 from tvm_twill import emulator as E
@@ -27,10 +28,8 @@ def _build(ws):
     from tvm_twill.workloads import tensorcore_gemm
     sch, k0, k1 = tensorcore_gemm(N)
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], "sm_80", warp_specialize=ws)
-    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
-        f = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}),
-                        tir_pipeline=plan.tir_pipeline)
-    return sch, plan, f.mod.imports[0].inspect_source()
+    f = compile_module(sch.mod, "sm_80", plan.tir_pipeline, async_copy=True)
+    return f, plan, f.mod.imports[0].inspect_source()
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +42,9 @@ def ws():
     return _build(True)
 
 
-def _emulate(sch, src, interleavings=1, seed=0):
-    ptx = ptx_of(src, "sm_80")
+def _emulate(f, src, interleavings=1, seed=0):
     a, b, c = gemm_inputs(N)
-    report = E.run_ptx(ptx, [launch_for(sch.mod, 3, ptx=ptx)], a, b, c, seed=seed, interleavings=interleavings,
-                       blocks=CTAS)
+    report = E.run(f, a, b, c, seed=seed, interleavings=interleavings, blocks=CTAS, source=src)
     ref = a.astype(np.float32) @ b.astype(np.float32)
     done = c != 0
     err = float(np.abs(c - ref)[done].max()) if done.any() else float("inf")
@@ -59,26 +56,26 @@ def _correct(done, err):
 
 
 def test_swp_gemm_matches_numpy_with_no_findings(swp):
-    sch, plan, src = swp
+    f, plan, src = swp
     assert plan.applied
     assert "cp.async.wait_group" in src
-    report, done, err = _emulate(sch, src, interleavings=3)
+    report, done, err = _emulate(f, src, interleavings=3)
     assert report.ok, str(report)
     assert _correct(done, err), (done, err)
     assert report.instructions > 0
 
 
 def test_ws_gemm_matches_numpy_with_no_findings(ws):
-    sch, plan, src = ws
+    f, plan, src = ws
     assert plan.warp_specialization.chosen
     assert "mbarrier.test_wait" in src and "cp.async.mbarrier.arrive" in src
-    report, done, err = _emulate(sch, src, interleavings=3, seed=1)
+    report, done, err = _emulate(f, src, interleavings=3, seed=1)
     assert report.ok, str(report)
     assert _correct(done, err), (done, err)
 
 
-def _caught(sch, src):
-    report, done, err = _emulate(sch, src)
+def _caught(f, src):
+    report, done, err = _emulate(f, src)
     return (not report.ok) or not _correct(done, err), report
 
 
@@ -99,10 +96,10 @@ SWP_FAULTS = {
 
 @pytest.mark.parametrize("fault", sorted(SWP_FAULTS))
 def test_planted_swp_bug_is_caught(swp, fault):
-    sch, _, src = swp
+    f, _, src = swp
     bad = SWP_FAULTS[fault](src)
     assert bad != src
-    caught, report = _caught(sch, bad)
+    caught, report = _caught(f, bad)
     assert caught, f"{fault} not caught: {report}"
 
 
@@ -117,8 +114,8 @@ WS_FAULTS = {
 
 @pytest.mark.parametrize("fault", sorted(WS_FAULTS))
 def test_planted_ws_bug_is_caught(ws, fault):
-    sch, _, src = ws
+    f, _, src = ws
     bad = WS_FAULTS[fault](src)
     assert bad != src
-    caught, report = _caught(sch, bad)
+    caught, report = _caught(f, bad)
     assert caught, f"{fault} not caught: {report}"

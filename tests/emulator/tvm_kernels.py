@@ -1,8 +1,8 @@
-"""Kernels TVM builds for the emulator tests, with their launches.
+"""Kernels TVM builds for the emulator tests.
 
-Until ``tvm_twill.emulator.launch`` derives launches from the compiled module, the grid and block come from
-the thread bindings of the scheduled IRModule, and the dynamic shared size from the CUDA source's largest
-shared offset is not known, so a generous bound is passed (an interim stand-in, replaced by launch.py).
+``emulator.run(f, ...)`` reads the launches from the compiled module; ``launch_for`` (grid and block from
+the scheduled IRModule's thread bindings, a generous dynamic shared size) is for the tests that call
+``run_ptx`` on PTX they changed.
 """
 from __future__ import annotations
 
@@ -57,16 +57,20 @@ def gemm_inputs(n, seed=0):
     return a, b, np.zeros((n, n), np.float32)
 
 
-def compile_cuda(mod, arch="sm_80", pipeline=None, async_copy=False):
+def compile_module(mod, arch="sm_80", pipeline=None, async_copy=False):
+    """``tvm.compile`` for CUDA ``arch`` (what ``emulator.run`` takes)."""
     import tvm
     config = {"tirx.use_async_copy": 1} if async_copy else {}
     with tvm.transform.PassContext(config=config):
-        f = tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": arch}), tir_pipeline=pipeline)
-    return f.mod.imports[0].inspect_source()
+        return tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": arch}), tir_pipeline=pipeline)
+
+
+def compile_cuda(mod, arch="sm_80", pipeline=None, async_copy=False):
+    return compile_module(mod, arch, pipeline, async_copy).mod.imports[0].inspect_source()
 
 
 def elementwise(n=4096, threads=128):
-    """B = exp(A) * 0.5 + A (fp32): a TVM-built elementwise kernel.  Returns (mod, cuda source)."""
+    """B = exp(A) * 0.5 + A (fp32): a TVM-built elementwise kernel.  Returns (mod, compiled module)."""
     import tvm
     from tvm import te
     a = te.placeholder((n,), "float32", name="A")
@@ -76,7 +80,7 @@ def elementwise(n=4096, threads=128):
     bx, tx = sch.split(i, [None, threads])
     sch.bind(bx, "blockIdx.x")
     sch.bind(tx, "threadIdx.x")
-    return sch.mod, compile_cuda(sch.mod)
+    return sch.mod, compile_module(sch.mod)
 
 
 def row_sum(rows=8, cols=512, threads=128):
@@ -91,4 +95,4 @@ def row_sum(rows=8, cols=512, threads=128):
     _, ki = sch.split(kk, [None, threads])
     sch.bind(i, "blockIdx.x")
     sch.bind(ki, "threadIdx.x")
-    return sch.mod, compile_cuda(sch.mod)
+    return sch.mod, compile_module(sch.mod)

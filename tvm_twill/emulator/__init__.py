@@ -21,7 +21,8 @@ from .loader import HANDLERS, Prepared
 from .memory import GlobalMemory
 from .ptx import parse
 
-__all__ = ["EmulationError", "Launch", "Policy", "Report", "findings", "handled_forms", "run", "run_ptx"]
+__all__ = ["EmulationError", "Launch", "Policy", "Report", "TensorMap", "findings", "handled_forms", "load_ptx", "run",
+           "run_ptx"]
 
 
 @dataclass
