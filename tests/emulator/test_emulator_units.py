@@ -331,3 +331,58 @@ def test_fma_rounding_modes():
         report, out = run_lanes(body.format(m=m), xf.view(np.uint32))
         assert report.ok, str(report)
         assert out.view(np.float32)[0] == want, (m, exact)
+
+
+def test_elect_sync_picks_one_leader_and_setmaxnreg_is_checked():
+    body = """
+    elect.sync %r4|%p1, -1;
+    selp.b32 %r5, 1, 0, %p1;
+    shl.b32 %r6, %r4, 8;
+    or.b32 %r3, %r6, %r5;
+"""
+    leaders = set()
+    for seed in range(6):
+        report, out = run_lanes(body, LANE, seed=seed)
+        assert report.ok, str(report)
+        assert (out & 1).sum() == 1                       # one lane elected
+        leader = int(np.nonzero(out & 1)[0][0])
+        assert (out >> 8 == leader).all()                 # every lane learns the leader
+        leaders.add(leader)
+    assert len(leaders) > 1                               # not always lane 0 (seeded random leader)
+    report, _ = run_lanes("    setmaxnreg.inc.sync.aligned.u32 20;\n", LANE)
+    assert any(isinstance(f, F.SetmaxnregMisuse) for f in report.findings)
+
+
+BULK = """
+    mov.u32 %r6, mbar;
+    mov.u32 %r7, sbuf;
+    mov.u32 %r1, %tid.x;
+    setp.ne.s32 %p1, %r1, 0;
+    @%p1 bra $SKIP;
+    mbarrier.init.shared.b64 [%r6], 1;
+$SKIP:
+    bar.sync 0;
+    @%p1 bra $WAIT;
+    mbarrier.arrive.expect_tx.shared.b64 _, [%r6], {tx};
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r7], [%rd1], 128, [%r6];
+$WAIT:
+    mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 %p2, [%r6], 0, 0x989680;
+    @!%p2 bra $WAIT;
+    shl.b32 %r8, %r1, 2;
+    add.s32 %r9, %r7, %r8;
+    ld.shared.u32 %r3, [%r9];
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd5, %rd2, %rd3;
+    st.global.b32 [%rd5], %r3;
+"""
+
+
+def test_bulk_copy_completes_on_its_mbarrier_and_tx_underflow_is_reported():
+    head = "    ld.param.u64 %rd1, [k_param_0];\n    ld.param.u64 %rd2, [k_param_1];\n"
+    x = (LANE * 7 + 1).astype(np.uint32)
+    out = np.zeros(32, np.uint32)
+    report = E.run_ptx(kernel(head + BULK.format(tx=128), shared=MBAR), [launch()], x, out, interleavings=3)
+    assert report.ok, str(report)
+    np.testing.assert_array_equal(out, x)
+    report = E.run_ptx(kernel(head + BULK.format(tx=64), shared=MBAR), [launch()], x, np.zeros(32, np.uint32))
+    assert any(isinstance(f, F.MbarrierMisuse) and "underflow" in f.message for f in report.findings), str(report)
