@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "emulator"))
 
 from common import ROOT, cpu_name, git_commit
 
 
 def _gemm(ws):
-    from emulator.tvm_kernels import compile_module, gemm_inputs
+    from tvm_kernels import compile_module, gemm_inputs
 
     import tvm_twill
     from tvm_twill.workloads import tensorcore_gemm
@@ -43,7 +43,7 @@ def _gemm(ws):
 
 
 def _wgmma():
-    from emulator.tvm_kernels import compile_module, gemm_inputs
+    from tvm_kernels import compile_module, gemm_inputs
 
     import tvm_twill
     from tvm_twill.workloads import wgmma_gemm
@@ -55,7 +55,7 @@ def _wgmma():
 
 
 def _elementwise():
-    from emulator.tvm_kernels import elementwise
+    from tvm_kernels import elementwise
     _, f = elementwise(4096)
     a = np.linspace(-4, 4, 4096).astype(np.float32)
     b = np.zeros_like(a)
@@ -63,7 +63,7 @@ def _elementwise():
 
 
 def _row_sum():
-    from emulator.tvm_kernels import row_sum
+    from tvm_kernels import row_sum
     _, f = row_sum(16, 1024)
     a = np.random.default_rng(0).uniform(-1, 1, (16, 1024)).astype(np.float32)
     c = np.zeros(16, np.float32)

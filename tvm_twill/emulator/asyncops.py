@@ -37,8 +37,8 @@ class CopyOp:
 
 
 def compile_cp_async(ins, cc):
-    p = ins.parts
-    if p[1] not in ("ca", "cg") or "shared" not in p[2] or "global" not in p[3] or len(p) > 4:
+    p = ins.parts[1:]          # ['async', 'ca' | 'cg', 'shared', 'global']
+    if len(p) != 4 or p[1] not in ("ca", "cg") or "shared" not in p[2] or "global" not in p[3]:
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
     ops = ins.operands
     if ops[2].kind != "imm" or ops[2].value not in (4, 8, 16):
@@ -97,14 +97,14 @@ def compile_commit(ins, cc):
 
 def compile_wait(ins, cc):
     from .memops import observe
-    if ins.parts[1] == "wait_all":
+    if ins.parts[2] == "wait_all":
         n = 0
     else:
         if ins.operands[0].kind != "imm":
             raise EmulationError(f"cp.async.wait_group needs an immediate at PTX line {ins.line}")
         n = ins.operands[0].value
     launch = cc.launch
-    commit_first = ins.parts[1] == "wait_all"
+    commit_first = ins.parts[2] == "wait_all"
 
     def covered(w):
         k = len(w.async_groups) - n
@@ -171,32 +171,14 @@ def compile_cp(ins, cc):
         if len(p) > 2 and p[2] == "commit_group":
             return compile_commit(ins, cc)
         if len(p) > 2 and p[2] in ("wait_group", "wait_all"):
-            return compile_wait(_shift(ins), cc)
+            return compile_wait(ins, cc)
         if len(p) > 2 and p[2] == "mbarrier":
             return compile_cp_async_arrive(ins, cc)
         if len(p) > 2 and p[2] == "bulk":
             from .bulk import compile_bulk
             return compile_bulk(ins, cc)
-        return compile_cp_async(_shift(ins), cc)
+        return compile_cp_async(ins, cc)
     raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
-
-
-class _Shifted:
-    """The instruction with 'cp.async' read as one part (parts[1] is the next modifier)."""
-
-    def __init__(self, ins):
-        self._ins = ins
-        self.parts = ["cp.async"] + ins.parts[2:]
-
-    def __getattr__(self, k):
-        return getattr(self._ins, k)
-
-
-def _shift(ins):
-    return _Shifted(ins)
-
-
-HANDLERS = {"cp": compile_cp}
 
 
 def pending_at_exit(cta, w, ins):
@@ -205,3 +187,6 @@ def pending_at_exit(cta, w, ins):
     mine = [op for op in cta.ops.values() if op.warp == w.idx and not op.done]
     if mine and cta.policy.strict_exit:
         cta.finding(F.UnfinishedAsync, w, ins, None, f"exit with {len(mine)} cp.async copies never waited for")
+
+
+HANDLERS = {"cp": compile_cp}

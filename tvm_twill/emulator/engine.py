@@ -70,6 +70,12 @@ class Warp:
         self.async_groups = []      # committed groups (lists of ops), oldest first
         self.local = None
         self.done = not self.live.any()
+        self.needs = None           # callable -> async ops whose completion could unblock the warp
+        self.wg_pending = []        # wgmma ops not yet committed
+        self.wg_groups = []         # committed wgmma groups, oldest first
+        self.wg_busy = {}           # register -> in-flight wgmma ops writing it
+        self.wg_result_pois = {}    # register -> poison of the last completed wgmma result
+        self.maxnreg = None         # the setmaxnreg limit, once set
 
     def blocked(self) -> bool:
         if self.wait is None:
@@ -158,8 +164,7 @@ class CTA:
 
     def needs_of(self, w):
         """Copies whose completion could unblock warp w."""
-        need = getattr(w, "needs", None)
-        return [op for op in need() if not op.done] if need is not None else []
+        return [op for op in w.needs() if not op.done] if w.needs is not None else []
 
 
 def run_cta(cta: CTA) -> int:

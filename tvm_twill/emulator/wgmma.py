@@ -53,7 +53,7 @@ def compile_wgmma(ins, cc):
             return lambda w: None
 
         def commit(w):
-            w.wg_groups = getattr(w, "wg_groups", []) + [getattr(w, "wg_pending", [])]
+            w.wg_groups.append(w.wg_pending)
             w.wg_pending = []
         return commit
     if p[1] == "wait_group":
@@ -61,7 +61,7 @@ def compile_wgmma(ins, cc):
         launch = cc.launch
 
         def wait(w):
-            groups = getattr(w, "wg_groups", [])
+            groups = w.wg_groups
             k = len(groups) - n
             for g in groups[:max(k, 0)]:
                 for op in g:
@@ -106,22 +106,19 @@ def _compile_mma_async(ins, cc):
         a_idx = _operand_addresses(a0, rows[:, None], ks[None, :], ta == 0)
         b_idx = _operand_addresses(b0, np.arange(n)[None, :], ks[:, None], tb == 0)
         s = bool(scale(w)[act[0]]) if scale is not None else scale_imm
-        busy = getattr(w, "wg_busy", {})      # registers an in-flight op of this warp still writes
+        busy = w.wg_busy      # registers an in-flight op of this warp still writes
         chain = [busy.get(i, 0) > 0 for i in regs]
         op = WgmmaOp(w.idx, regs, [None if c else w.pois[i] for c, i in zip(chain, regs)], a_idx, b_idx, s,
                      ins.line, ins)
         op.chain = chain
         for i in regs:
             busy[i] = busy.get(i, 0) + 1
-        w.wg_busy = busy
-        if not hasattr(w, "wg_result_pois"):
-            w.wg_result_pois = {}
         op.n, op.dt = n, dt
         op.rc = [wgmma_c(32 * wg + lane, i, n) for i in range(n // 2)]
         _issue_checks(cta, w, ins, op)
         for i in regs:
             w.pois[i] = np.ones(LANES, np.bool_)
-        w.wg_pending = getattr(w, "wg_pending", []) + [op]
+        w.wg_pending.append(op)
     return run
 
 
@@ -203,7 +200,7 @@ def complete_wgmma(cta, w, op):
 
 def finish_wgmma(cta, w):
     """At exit: complete what was never waited for (the registers are dead; only the windows close)."""
-    for g in getattr(w, "wg_groups", []) + [getattr(w, "wg_pending", [])]:
+    for g in [*w.wg_groups, w.wg_pending]:
         for op in g:
             complete_wgmma(cta, w, op)
     w.wg_groups, w.wg_pending = [], []
@@ -222,7 +219,7 @@ def compile_setmaxnreg(ins, cc):
             cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"setmaxnreg {n}: must be a multiple of 8 in 24..256")
         if not (w.m == w.live).all():
             cta.finding(F.BarrierMismatch, w, ins, w.m, "setmaxnreg reached by part of the warp")
-        cur = getattr(w, "maxnreg", None)
+        cur = w.maxnreg
         if cur is not None and ((p[1] == "inc" and n < cur) or (p[1] == "dec" and n > cur)):
             cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"setmaxnreg.{p[1]} {n} with the current limit {cur}")
         w.maxnreg = n
