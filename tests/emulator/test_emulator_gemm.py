@@ -119,3 +119,14 @@ def test_planted_ws_bug_is_caught(ws, fault):
     assert bad != src
     caught, report = _caught(f, bad)
     assert caught, f"{fault} not caught: {report}"
+
+
+def test_ctas_outside_the_output_are_reported_out_of_bounds(swp):
+    # TVM's tensor-core schedule keeps its 4096-sized tiles: at 256 the launch has a 16 x 64 grid whose
+    # loads are guarded but whose C stores are not, so a CTA past the output writes outside C
+    f, _, _ = swp
+    a, b, c = gemm_inputs(N)
+    report = E.run(f, a, b, c, blocks=[(0, 4, 0)])
+    bad = [x for x in report.findings if x.kind == "BadAccess"]
+    assert bad and "global" in bad[0].message and bad[0].where.cta == (0, 4, 0)
+    assert not c.any()      # nothing landed inside C
