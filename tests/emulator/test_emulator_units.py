@@ -386,3 +386,28 @@ def test_bulk_copy_completes_on_its_mbarrier_and_tx_underflow_is_reported():
     np.testing.assert_array_equal(out, x)
     report = E.run_ptx(kernel(head + BULK.format(tx=64), shared=MBAR), [launch()], x, np.zeros(32, np.uint32))
     assert any(isinstance(f, F.MbarrierMisuse) and "underflow" in f.message for f in report.findings), str(report)
+
+
+def test_atomics_on_shared_and_global():
+    body = PROLOGUE + """
+    mov.u32 %r6, sbuf;
+    mov.u32 %r10, 0;
+    setp.ne.s32 %p1, %r1, 0;
+    @%p1 bra $SKIP;
+    st.shared.u32 [%r6], %r10;
+$SKIP:
+    bar.sync 0;
+    atom.shared.add.u32 %r11, [%r6], 1;
+    red.global.add.u32 [%rd2], %r1;
+    atom.global.max.s32 %r12, [%rd2+4], %r1;
+    bar.sync 0;
+    ld.shared.u32 %r3, [%r6];
+    @%p1 bra $END;
+    st.global.b32 [%rd2+8], %r3;
+$END:
+"""
+    out = np.zeros(64, np.uint32)
+    report = E.run_ptx(kernel(body, shared=SHARED), [launch(threads=64)], np.zeros(64, np.uint32), out,
+                       interleavings=3)
+    assert report.ok, str(report)
+    assert out[0] == sum(range(64)) and out[1] == 63 and out[2] == 64

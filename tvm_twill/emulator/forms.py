@@ -93,6 +93,12 @@ def _memory_and_sync_forms():
         if op == "st" and (sp in (".param", ".const") or q == ".nc"):
             continue
         add(f"{op}{q if q == '.volatile' else ''}{sp}{q if q != '.volatile' else ''}{v}.{t}")
+    for op, sp, o, t in product(["atom", "red"], ["", ".shared", ".global"],
+                                ["add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec"],
+                                ["u32", "s32", "u64", "s64", "f32", "f64", "b32", "b64"]):
+        if op == "red" and o in ("exch", "cas"):
+            continue
+        add(f"{op}{sp}.{o}.{t}")
     for d in ("", ".tensor.1d", ".tensor.2d", ".tensor.3d", ".tensor.4d", ".tensor.5d"):
         add(f"cp.async.bulk{d}.shared::cluster.global.mbarrier::complete_tx::bytes")
     add("cvta.param.u64")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmulationError
-from . import alu, asyncops, control, convert, memops, sync, tensor, wgmma
+from . import alu, asyncops, atomics, control, convert, memops, sync, tensor, wgmma
 from .values import LANE_IDS, LANES, TYPED, WIDTH, Compiler
 
 HANDLERS = {}
-for _mod in (alu, convert, memops, asyncops, sync, tensor, wgmma, control):
+for _mod in (alu, convert, memops, atomics, asyncops, sync, tensor, wgmma, control):
     HANDLERS.update(_mod.HANDLERS)
 
 
