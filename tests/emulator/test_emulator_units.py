@@ -411,3 +411,9 @@ $END:
                        interleavings=3)
     assert report.ok, str(report)
     assert out[0] == sum(range(64)) and out[1] == 63 and out[2] == 64
+
+
+def test_shfl_by_a_lane_outside_its_membermask_is_reported():
+    report, _ = run_lanes("    shfl.sync.idx.b32 %r3, %r2, 0, 31, 65535;\n", LANE)
+    bad = [f for f in report.findings if isinstance(f, F.BarrierMismatch)]
+    assert bad and bad[0].where.lanes == tuple(range(16, 32))

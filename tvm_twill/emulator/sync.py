@@ -295,8 +295,12 @@ def compile_shfl(ins, cc):
     putp = cc.write(dsts[1], "pred", ins) if len(dsts) > 1 else None
     a, b, c = (cc.read(o, "b32", ins) for o in ins.operands[1:4])
     pa = cc.poison(ins.operands[1], ins)
+    member = cc.read(ins.operands[4], "b32", ins) if len(ins.operands) > 4 else None
+    launch = cc.launch
 
     def run(w):
+        if member is not None:
+            _check_members(launch.cta, w, ins, member(w))
         lane = LANE_IDS.astype(np.int64)
         bv = b(w).astype(np.int64) & 31
         cv = c(w).astype(np.int64)
@@ -343,6 +347,14 @@ def compile_vote(ins, cc):
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
     f = fns[mode]
     return lambda w: put(w, np.full(LANES, f(a(w), w.m)), pa(w))
+
+
+def _check_members(cta, w, ins, mask):
+    """A .sync warp primitive executed by a lane outside its membermask is undefined."""
+    bits = (mask.astype(np.uint64) >> LANE_IDS.astype(np.uint64)) & np.uint64(1)
+    out = w.m & (bits == 0)
+    if out.any():
+        cta.finding(F.BarrierMismatch, w, ins, out, f"{ins.opcode} executed by lanes outside its membermask")
 
 
 def _bits(mask):
