@@ -417,3 +417,26 @@ def test_shfl_by_a_lane_outside_its_membermask_is_reported():
     report, _ = run_lanes("    shfl.sync.idx.b32 %r3, %r2, 0, 31, 65535;\n", LANE)
     bad = [f for f in report.findings if isinstance(f, F.BarrierMismatch)]
     assert bad and bad[0].where.lanes == tuple(range(16, 32))
+
+
+def test_random_completion_policy_keeps_correct_programs_clean():
+    body = PROLOGUE + """
+    mov.u32 %r6, sbuf;
+    shl.b32 %r7, %r1, 2;
+    add.s32 %r8, %r6, %r7;
+    cp.async.ca.shared.global [%r8], [%rd4], 4;
+    cp.async.commit_group;
+    add.s32 %r11, %r1, 1;
+    cp.async.wait_group 0;
+    bar.sync 0;
+    xor.b32 %r9, %r7, 128;
+    add.s32 %r10, %r6, %r9;
+    ld.shared.u32 %r3, [%r10];
+    st.global.b32 [%rd5], %r3;
+"""
+    x = np.arange(64, dtype=np.uint32) * 5
+    out = np.zeros(64, np.uint32)
+    report = E.run_ptx(kernel(body, shared=SHARED), [launch(threads=64)], x, out, interleavings=6,
+                       policy=E.Policy(completion="random", slice=3))
+    assert report.ok, str(report)
+    np.testing.assert_array_equal(out, x[np.arange(64) ^ 32])
