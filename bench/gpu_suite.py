@@ -66,9 +66,10 @@ def run(kernels: Path, results: Path) -> int:
         status = status or rc
         if out.is_file():
             res = json.loads(out.read_text())
-            bad = [r["variant"] for r in res.get("results", []) if r.get("correct") is False]
+            bad = [f"{r['variant']} ({r.get('status', 'wrong')})" for r in res.get("results", [])
+                   if r.get("status") in ("wrong", "failed", "timeout", "crashed") or r.get("correct") is False]
             if bad:
-                print(f"gpu_suite: wrong results from {arch} kernels {bad}", file=sys.stderr)
+                print(f"gpu_suite: failing {arch} kernels: {', '.join(bad)}", file=sys.stderr)
                 status = 1
     return status
 

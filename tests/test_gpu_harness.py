@@ -1,4 +1,5 @@
-"""The GPU launcher of kernels with tensor-map parameters (bench/gpu_gemm_run.py), against a fake driver.
+"""The GPU half of the GEMM benchmark (bench/gpu_gemm_run.py) without a GPU: its tensor-map launcher against
+a fake driver, and its process isolation, incremental results and "not run" verdicts.
 
 No GPU here: ``cuda.bindings.driver`` is replaced by a recorder, so the test
 checks what the launcher would ask the driver for: one ``cuTensorMapEncodeTiled``
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import importlib.util
+import json
 import sys
 import types
 from pathlib import Path
@@ -95,3 +97,76 @@ def test_tensor_map_kernel_is_encoded_and_launched_in_parameter_order(tmp_path, 
     fn, gx, gy, gz, bx, by, bz, smem, stream, (values, kinds), extra = launch_args
     assert (gx, gy, gz, bx, by, bz, smem) == (32, 64, 1, 256, 1, 1, 147456) and stream == ("stream", 42)
     assert values == ("tmap0", "tmap1", 3000) and kinds[:2] == (None, None) and kinds[2] is not None
+
+
+# --- process isolation, results as they come, "not run" ---------------------------------------------------
+
+_CHILD = r"""
+import json, os, sys, time
+name, out, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
+if name == "hang":
+    time.sleep(120)
+if name == "crash":
+    os.abort()
+seen = [r["status"] for r in json.load(open(out))["results"]] if os.path.exists(out) else []
+print("some output first")
+print(prefix + json.dumps({"variant": name, "status": "ok", "ms": 1.0, "tflops": 2.0, "device": "FakeGPU",
+                           "arch": "sm_90a", "seen": seen}))
+"""
+
+
+def _manifest(tmp_path, names, tensor_maps=()):
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    man = {"M": 64, "N": 64, "K": 64, "commit": "abc", "variants": [
+        {"name": n, "cu": f"{n}.cu", "kernel": "main_kernel", "args": ["A", "B", "C"], "grid": [1, 1, 1],
+         "block": [128, 1, 1], "dyn_smem": 0, "tensor_maps": list(tensor_maps) if n == "tma" else []}
+        for n in names]}
+    (kdir / "manifest.json").write_text(json.dumps(man))
+    return kdir, man
+
+
+def test_each_variant_runs_in_its_own_process_with_a_timeout_and_results_are_written_as_they_come(tmp_path,
+                                                                                                  monkeypatch):
+    runner = _load_runner()
+    kdir, _ = _manifest(tmp_path, ["good", "hang", "crash", "after"])
+    out = tmp_path / "res.json"
+    monkeypatch.setattr(runner, "child_command",
+                        lambda kdir, name, args: [sys.executable, "-c", _CHILD, name, str(out), runner.RESULT])
+    rc = runner.main([str(kdir), "--out", str(out), "--timeout", "5"])
+    doc = json.loads(out.read_text())
+    res = {r["variant"]: r for r in doc["results"]}
+    assert [r["variant"] for r in doc["results"]] == ["good", "hang", "crash", "after", runner.BASELINE]
+    assert res["good"]["status"] == "ok" and res["after"]["status"] == "ok"
+    assert res["hang"]["status"] == "timeout" and "within 5 s" in res["hang"]["error"]
+    assert res["crash"]["status"] == "crashed" and "exit status" in res["crash"]["error"]
+    assert res["after"]["seen"] == ["ok", "timeout", "crashed"]  # the file held the earlier results already
+    assert doc["device"] == "FakeGPU" and rc == 1  # a timeout and a crash fail the run; the others still ran
+
+
+def test_a_missing_module_is_reported_as_not_run_not_wrong(tmp_path, monkeypatch):
+    runner = _load_runner()
+    kdir, man = _manifest(tmp_path, ["plain", "tma"], tensor_maps=[{"param": "A_tmap0"}])
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: True))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", None)
+    plain = runner.run_variant(kdir, man, "plain", 1, 1)
+    assert plain == {"variant": "plain", "status": "not run", "error": "missing module cupy (pip install cupy)"}
+    tma = runner.run_variant(kdir, man, "tma", 1, 1)  # tensor maps need the driver bindings, not CuPy
+    assert tma["status"] == "not run" and tma["error"] == ("missing module cuda.bindings.driver "
+                                                           "(pip install cuda-python)")
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(
+        is_available=lambda: False)))
+    assert runner.run_variant(kdir, man, "plain", 1, 1)["status"] == "not run"  # no GPU: not a verdict either
+
+
+def test_without_gpu_packages_every_variant_is_not_run(tmp_path):
+    """Real processes: here (no GPU, and torch/CuPy at most without CUDA) nothing runs and nothing is wrong."""
+    runner = _load_runner()
+    kdir, _ = _manifest(tmp_path, ["plain"])
+    out = tmp_path / "res.json"
+    assert runner.main([str(kdir), "--out", str(out), "--timeout", "120"]) == 2
+    doc = json.loads(out.read_text())
+    assert [r["status"] for r in doc["results"]] == ["not run", "not run"]
+    assert all("correct" not in r for r in doc["results"])

@@ -19,8 +19,8 @@ generates, at small shapes:
 
 Each kernel is kept as ``NAME.cu`` (the CUDA source TVM wrote) and
 ``NAME.ptx`` (``nvcc -ptx -lineinfo -arch=ARCH``, compiled from ``NAME.cu`` in
-a scratch folder whose path is then cut from the ``.file`` directive, so it
-names only ``NAME.cu``).
+a fixed scratch folder whose path is then cut from the ``.file`` directive, so
+it names only ``NAME.cu``).
 ``opcodes.txt`` lists every distinct opcode form (the opcode with all its
 dot-modifiers, no operands, no predicate guard) of the corpus with its count,
 sorted by form::
@@ -201,14 +201,24 @@ def cuda_source(mod, arch: str, pipeline: str) -> str:
     return f.mod.imports[0].inspect_source()
 
 
+#: Where nvcc compiles: a fixed folder, because nvcc hashes the source's path into the names of internal
+#: functions (the debug strings of -lineinfo), so a fresh temporary folder would change the PTX each run.
+SCRATCH = Path(tempfile.gettempdir()) / "tvm_twill_corpus"
+
+
 def nvcc_ptx(name: str, src: str, arch: str) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / f"{name}.cu").write_text(src)
-        r = subprocess.run(["nvcc", "-ptx", "-lineinfo", f"-arch={arch}", "-o", f"{name}.ptx", f"{name}.cu"],
-                           cwd=tmp, capture_output=True, text=True, check=False)
+    SCRATCH.mkdir(exist_ok=True)
+    cu, ptx = SCRATCH / f"{name}.cu", SCRATCH / f"{name}.ptx"
+    cu.write_text(src)
+    try:
+        r = subprocess.run(["nvcc", "-ptx", "-lineinfo", f"-arch={arch}", "-o", ptx.name, cu.name],
+                           cwd=SCRATCH, capture_output=True, text=True, check=False)
         if r.returncode:
             raise RuntimeError(f"nvcc -ptx failed on {name} ({arch}):\n{r.stderr[-2000:]}")
-        return (Path(tmp) / f"{name}.ptx").read_text().replace(f'"{Path(tmp).resolve()}/', '"')
+        return ptx.read_text().replace(f'"{SCRATCH.resolve()}/', '"')
+    finally:
+        cu.unlink(missing_ok=True)
+        ptx.unlink(missing_ok=True)
 
 
 # --- the opcode inventory ---------------------------------------------------------------------------------

@@ -3,11 +3,12 @@
 The C++ side is ``cute_layouts.cu``: a host program that nvcc compiles against the CuTe headers of the
 ``nvidia-cutlass`` wheel (a test dependency) and that prints CuTe's own tables (the mma.sync and wgmma
 fragment layouts, the ldmatrix copy traits, GmmaDescriptor, and where make_gmma_desc's canonical
-layouts put each element).  These tests never skip: without pycute, the headers or nvcc they fail,
-saying what to install.
+layouts put each element); the binary is cached by the hash of the program, the CuTe version and nvcc's
+version.  These tests never skip: without pycute, the headers or nvcc they fail, saying what to install.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import shutil
 import subprocess
@@ -33,6 +34,30 @@ def _cutlass_include() -> Path:
     return inc
 
 
+def _cute_program(nvcc: str, tmp_path_factory) -> Path:
+    """cute_layouts.cu compiled against the wheel's headers; the binary is kept under the PTX cache folder
+    (``launch.cache_dir()``'s parent), keyed by the program, the CuTe version and nvcc's version."""
+    import importlib.metadata
+
+    from tvm_twill.emulator.launch import cache_dir
+
+    inc = _cutlass_include()
+    src = (HERE / "cute_layouts.cu").read_text()
+    nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+    key = hashlib.sha256("\0".join((src, importlib.metadata.version("nvidia-cutlass"), nvcc_version)).encode())
+    exe = cache_dir().parent / "cute" / f"cute_layouts_{key.hexdigest()[:24]}"
+    if exe.is_file():
+        return exe
+    build = tmp_path_factory.mktemp("cute") / "cute_layouts"
+    r = subprocess.run([nvcc, "-std=c++17", "-I", str(inc), "-o", str(build), str(HERE / "cute_layouts.cu")],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(build, exe.with_suffix(".tmp"))
+    exe.with_suffix(".tmp").replace(exe)
+    return exe
+
+
 @pytest.fixture(scope="module")
 def cute(tmp_path_factory):
     """CuTe's tables, parsed: {"mma": {name: {(t, v): index}}, "ldsm": {(name, side): {(t, v): bit}},
@@ -42,10 +67,7 @@ def cute(tmp_path_factory):
     if nvcc is None:
         pytest.fail("nvcc not found on PATH: the encoding tests compile CuTe's headers with it (install the "
                     "CUDA toolkit, or put its bin/ on PATH)")
-    exe = tmp_path_factory.mktemp("cute") / "cute_layouts"
-    r = subprocess.run([nvcc, "-std=c++17", "-I", str(_cutlass_include()), "-o", str(exe),
-                        str(HERE / "cute_layouts.cu")], capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
+    exe = _cute_program(nvcc, tmp_path_factory)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     tab = {"mma": defaultdict(dict), "ldsm": defaultdict(dict), "gmmadesc": [], "opdesc": {},
            "opaddr": defaultdict(list)}
@@ -126,6 +148,8 @@ def test_ldmatrix_is_cutes_ldsm_copy_traits(cute, num, trans):
 def test_ldmatrix_count_is_checked():
     with pytest.raises(InputError, match=r"ldmatrix \.x3: the count is 1, 2 or 4"):
         E.ldmatrix_source(3, False, 0, 0, 0)
+    with pytest.raises(InputError, match=r"ldmatrix \.x2 has registers 0\.\.1, not 2"):
+        E.ldmatrix_source(2, True, 0, 2, 0)
 
 
 # --- swizzles -----------------------------------------------------------------------------------------------

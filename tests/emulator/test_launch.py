@@ -180,14 +180,52 @@ def test_tma_kernel_records_the_tensor_map_encodes(corpus):
     assert ".entry main_kernel(" in L.launches(f, args)[0]  # without target=: sm_90a, from the source's wgmma
 
 
+def test_target_arch_without_target_is_the_lowest_the_source_needs(corpus):
+    archs = {}
+    for name, build in corpus.KERNELS.items():
+        if name.startswith(("swp", "ws", "wgmma")):
+            archs[name] = L.target_arch((HERE / "corpus" / f"{name}.cu").read_text())
+    assert {n for n, a in archs.items() if a == "sm_90a"} == {n for n in archs if "sm90a" in n or "sm100a" in n}
+    assert L.target_arch("", {"kind": "cuda", "arch": "sm_86"}) == "sm_86"
+    with pytest.raises(InputError, match="a CUDA target with an arch"):
+        L.target_arch("", "llvm")
+
+
+@pytest.mark.parametrize("swizzle", [True, False])
+def test_recorded_tensor_maps_are_the_ones_the_transform_emitted(swizzle):
+    """The encodes the host code performs, as recorded, equal the tensor maps tvm_twill's TMA transform says
+    it emitted (the 128-byte swizzled 2-D boxes, and the unswizzled 3-D boxes of 16-byte rows)."""
+    import tvm_twill
+    from tvm_twill.model.pipeline import WS_SWIZZLE
+    from tvm_twill.workloads import wgmma_gemm
+
+    sch, k0, _ = wgmma_gemm(256)
+    if not swizzle:
+        sch.annotate(k0, WS_SWIZZLE, 0)
+    plan = tvm_twill.auto_pipeline(sch, k0, "sm_90a", warp_specialize=True)
+    f = _compile(sch.mod, "sm_90a", plan.tir_pipeline)
+    args = [np.zeros((256, 256), "float16"), np.zeros((256, 256), "float16"), np.zeros((256, 256), "float32")]
+    (lc,) = L.launches(f, args, target={"kind": "cuda", "arch": "sm_90a"})[1]
+    got = [p[1] for p in lc.params if p[0] == "tensormap"]
+    want = plan.warp_specialization.facts.tensor_maps
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        assert g.buffer == ("AB".index(w.buffer), 0)
+        assert (g.dtype, g.dims, g.strides, g.box, g.swizzle) == (w.dtype, w.global_dims, w.global_strides, w.box,
+                                                                  w.swizzle)
+        assert g.element_strides == (1,) * g.rank and (g.interleave, g.oob_fill) == (0, 0)
+
+
 def test_bad_arguments_are_refused_in_one_line():
     mod = tvm.IRModule({"main": _scale})
     f = _compile(mod, "sm_80")
     a = np.zeros(300, "float32")
     with pytest.raises(InputError, match=r"the host code refused the arguments: .*n"):
         L.launches(f, [a, np.zeros(200, "float32"), 300, 1.0])
-    with pytest.raises(InputError, match="argument 2 is a str: pass numpy arrays and ints"):
+    with pytest.raises(InputError, match=r"argument 2 is a str: pass numpy arrays, ints \(symbolic shapes\)"):
         L.launches(f, [a, a, "300", 1.0])
+    with pytest.raises(InputError, match="argument 1 is not a C-contiguous array"):
+        L.launches(f, [a, np.zeros(600, "float32")[::2], 300, 1.0])
     with pytest.raises(InputError, match="mod= is not needed"):
         L.launches(f, [a, a, 300, 1.0], mod=mod)
     from tvm import te
@@ -203,6 +241,7 @@ def test_compile_ptx_caches_by_content(tmp_path, monkeypatch):
     src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n'
     ptx = L.compile_ptx(src, "sm_80")
     assert ".entry k(" in ptx and ".target sm_80" in ptx
+    assert re.search(r'\.file\s+1 "kernel\.cu"', ptx)  # no temporary folder in the PTX
     (cached,) = (tmp_path / "ptx").iterdir()
     cached.write_text(ptx + "// from the cache\n")
     assert L.compile_ptx(src, "sm_80").endswith("// from the cache\n")

@@ -74,6 +74,7 @@ def ldmatrix_source(num: int, trans: bool, lane, reg, half):
     element in that row.  Register j comes from matrix j; without ``.trans`` a lane gets row ``lane >> 2``,
     columns 2q and 2q + 1; with ``.trans`` it gets column ``lane >> 2`` of stored rows 2q and 2q + 1."""
     _check(num in (1, 2, 4), f"ldmatrix .x{num}: the count is 1, 2 or 4")
+    _check(not isinstance(reg, int) or 0 <= reg < num, f"ldmatrix .x{num} has registers 0..{num - 1}, not {reg}")
     g, q = lane >> 2, lane & 3
     if trans:
         return reg, 2 * q + half, g

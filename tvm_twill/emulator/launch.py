@@ -19,9 +19,9 @@ How the launches are found (from ``f`` alone; no IRModule needed):
   what the CUDA runtime would launch with, in host-call order; the host's own checks (shapes, dtypes)
   run as they would on a GPU.  A host call to any other packed function is refused before the run.
 
-The IRModule is not needed: ``launches(..., mod=...)`` is refused with one line; the CUDA source does not record its arch,
-so ``target=`` names it (``target_arch``: without it, sm_90a if the source uses Hopper features, else
-sm_80).
+The IRModule is not needed: ``launches(..., mod=...)`` is refused with one line.  The CUDA source does
+not record its arch, so ``target=`` names it (``target_arch``: without it, sm_90a if the source uses
+Hopper features, else sm_80).
 
 ``Launch.params`` lists the kernel's parameters in PTX order: ``("buffer", arg_index, byte_offset)`` for a
 pointer into argument ``arg_index``, ``("scalar", ptx_type, value)`` (``ptx_type`` like ``"s32"``,
@@ -107,6 +107,15 @@ def _cuda_module(f):
     return found[0]
 
 
+def _host_module(f):
+    """The host (LLVM) module of ``f``: what ``tvm.compile`` returned, or its ``.mod``."""
+    host = getattr(f, "mod", f)
+    if getattr(host, "kind", None) != "llvm":
+        raise InputError(f"expected what tvm.compile returns for a CUDA target (an LLVM host module), got a "
+                         f"{getattr(host, 'kind', type(host).__name__)} module: compile with target=cuda, host llvm")
+    return host
+
+
 def cuda_source_of(f) -> str:
     """The CUDA C++ source TVM generated for ``f`` (what ``tvm.compile`` returned for a CUDA target)."""
     return _cuda_module(f).inspect_source()
@@ -149,7 +158,7 @@ def compile_ptx(cuda_source: str, arch: str) -> str:
         if r.returncode:
             first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:300])
             raise ToolchainError(f"nvcc -ptx -arch={arch} failed: {first.strip()}")
-        ptx = out.read_text()
+        ptx = out.read_text().replace(f'"{Path(tmp).resolve()}/', '"')  # .file names kernel.cu, not the folder
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
     tmp_path.write_text(ptx)
@@ -224,7 +233,7 @@ def _kernel_infos(f) -> dict[str, _KernelInfo]:
     """Kernel name -> function info, read from TVM's serialization of ``f``'s CUDA module."""
     import tvm_ffi
 
-    host = f.mod
+    host = _host_module(f)
     source = cuda_source_of(f)
     try:
         packed = bytes(tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(host).numpy().tobytes())
@@ -437,10 +446,14 @@ def _host_args(args) -> tuple[list, dict]:
     call, arrays = [], {}
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
+            if not a.flags.c_contiguous:
+                raise InputError(f"argument {i} is not a C-contiguous array (TVM's kernels index compact "
+                                 f"buffers): pass np.ascontiguousarray(...) and copy results back")
             arrays[i] = a
             call.append(tvm_ffi.from_dlpack(_FakeCudaTensor(i, a)))
         elif isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer, float, np.floating)):
-            raise InputError(f"argument {i} is a {type(a).__name__}: pass numpy arrays, ints (symbolic shapes) and floats")
+            raise InputError(f"argument {i} is a {type(a).__name__}: pass numpy arrays, ints (symbolic shapes) "
+                             f"and floats")
         else:
             call.append(a.item() if hasattr(a, "item") else a)
     return call, arrays
@@ -459,7 +472,7 @@ def launches(f, args, *, mod=None, target=None, source=None) -> tuple[str, list[
     infos = _kernel_infos(f)
     src = cuda_source_of(f) if source is None else source
     ptx = compile_ptx(src, target_arch(src, target))
-    ir, renames = _private_lookups(f.mod.inspect_source("ll"))
+    ir, renames = _private_lookups(_host_module(f).inspect_source("ll"))
     unknown = sorted(set(renames.values()) - set(infos) - {_ENCODE, _SET_DEVICE})
     if unknown:
         raise InputError(f"the host code calls {unknown[0]}, which the emulator does not provide")
