@@ -90,3 +90,28 @@ def test_dlight_kernel_matches_numpy(name):
     assert report.ok, str(report)
     got, want = result()
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+
+
+def test_dlight_matmul_with_wmma_matches_numpy():
+    f = _build("dlight_matmul")
+    a, b, c = gemm_inputs(256)
+    report = E.run(f, a, b, c, blocks=[(0, 0, 0), (1, 0, 0)])
+    assert report.ok, str(report)
+    done = c != 0
+    assert done.sum() == 2 * 128 * 128
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(c[done], ref[done], rtol=1e-4, atol=1e-4)
+
+
+def test_dlight_matmul_pipelined_by_twill_issues_misaligned_cp_async():
+    # A bug the emulator found: with AutoPipelined(dl.gpu.Matmul()) and tirx.use_async_copy, TVM turns the
+    # transposing copy of B (4 halves down a column of B into a row of the shared tile) into one 8-byte
+    # cp.async of 4 *consecutive* halves of a row: wrong data, and for lanes 16-31 a source 2 bytes off
+    # 8-byte alignment (a misaligned-address fault on a GPU); in the warps whose lanes 0-15 start 2 bytes
+    # off too, every lane is reported.
+    f = _build("dlight_matmul_twill")
+    a, b, c = gemm_inputs(256)
+    report = E.run(f, a, b, c, blocks=[(0, 0, 0)])
+    bad = [x for x in report.findings if x.kind == "BadAccess" and "misaligned 8-byte cp.async" in x.message]
+    assert bad, str(report)
+    assert bad[0].where.cuda_line and any(x.where.lanes == tuple(range(16, 32)) for x in bad)

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings as F
 from .engine import BLOCKED
-from .memops import _check_write, address
+from .memops import _check_write, _lanes, address
 from .memory import PENDING, lane_bytes
 
 
@@ -62,8 +62,11 @@ def compile_cp_async(ins, cc):
             np.minimum(src_size(w)[act].astype(np.int64), size)
         if ignore is not None:
             ss = np.where(ignore(w)[act], 0, ss)
-        if ((d % size) != 0).any() or ((s % np.uint64(size)) != 0).any():
-            cta.finding(F.BadAccess, w, ins, w.m, f"misaligned {size}-byte cp.async", address=int(d[0]))
+        mis = ((d % size) != 0) | ((s % np.uint64(size)) != 0)
+        if mis.any():
+            k = int(np.argmax(mis))
+            cta.finding(F.BadAccess, w, ins, _lanes(act[mis]), f"misaligned {size}-byte cp.async (shared "
+                        f"{int(d[k])}, global {int(s[k]):#x})", address=int(s[k]) if s[k] % size else int(d[k]))
             return
         sm = cta.shared
         if (d < 0).any() or (d + size > sm.size).any():

@@ -123,6 +123,14 @@ def _memory_and_sync_forms():
         add(f"wgmma.mma_async.sync.aligned.m64n{nn}k16.f32.{t}.{t}")
     out |= {"wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
             "setmaxnreg.inc.sync.aligned.u32", "setmaxnreg.dec.sync.aligned.u32"}
+    for lay, sp in product(["row", "col"], ["", ".shared", ".global"]):
+        add(f"wmma.load.a.sync.aligned.{lay}.m16n16k16{sp}.f16")
+        add(f"wmma.load.b.sync.aligned.{lay}.m16n16k16{sp}.f16")
+        for t in ("f16", "f32"):
+            add(f"wmma.load.c.sync.aligned.{lay}.m16n16k16{sp}.{t}")
+            add(f"wmma.store.d.sync.aligned.{lay}.m16n16k16{sp}.{t}")
+    for la, lb, d, c in product(["row", "col"], ["row", "col"], ["f16", "f32"], ["f16", "f32"]):
+        add(f"wmma.mma.sync.aligned.{la}.{lb}.m16n16k16.{d}.{c}")
     for k, t in product(["k16", "k8"], ["f16", "bf16"]):
         add(f"mma.sync.aligned.m16n8{k}.row.col.f32.{t}.{t}.f32")
     return frozenset(out)

@@ -14,10 +14,11 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import alu, asyncops, atomics, control, convert, memops, sync, tensor, wgmma
+from . import wmma as wmma_
 from .values import LANE_IDS, LANES, TYPED, WIDTH, Compiler
 
 HANDLERS = {}
-for _mod in (alu, convert, memops, atomics, asyncops, sync, tensor, wgmma, control):
+for _mod in (alu, convert, memops, atomics, asyncops, sync, tensor, wgmma, wmma_, control):
     HANDLERS.update(_mod.HANDLERS)
 
 
