@@ -17,7 +17,7 @@ from ..errors import EmulationError
 from . import findings
 from .engine import CTA, Policy, run_cta
 from .launch import Launch, TensorMap
-from .loader import HANDLERS, Prepared
+from .loader import Prepared
 from .memory import GlobalMemory
 from .ptx import parse
 
@@ -108,9 +108,6 @@ def handled_forms() -> frozenset:
     """Opcode forms (opcode with every dot modifier) that have a handler: see ``forms.FORMS``."""
     from .forms import FORMS
     return FORMS
-
-
-_ = HANDLERS
 
 
 def load_ptx(ptx: str) -> list:

@@ -13,8 +13,8 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .memops import _lanes, _space, address
-from .values import LANES, RAW, TYPED, WIDTH, por
+from .memops import _space, address
+from .values import LANES, TYPED, WIDTH, por
 
 OPS = {"add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec"}
 
@@ -102,4 +102,3 @@ def _rw(cta, w, ins, space, a, lanes, nbytes, data=None):
 
 
 HANDLERS = {"atom": compile_atom, "red": compile_atom}
-_ = (RAW, _lanes)

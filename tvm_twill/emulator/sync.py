@@ -24,8 +24,8 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings as F
 from .engine import BLOCKED
-from .memops import _lanes, address
-from .values import LANE_IDS, LANES, por
+from .memops import address
+from .values import LANE_IDS, LANES
 
 YIELD = 2
 
@@ -382,4 +382,3 @@ def compile_elect(ins, cc):
 HANDLERS = {"mbarrier": compile_mbarrier, "bar": compile_bar, "barrier": compile_bar, "fence": compile_fence,
             "membar": compile_fence, "shfl": compile_shfl, "vote": compile_vote, "activemask": compile_vote,
             "elect": compile_elect}
-_ = (por, _lanes)

@@ -23,7 +23,6 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings as F
 from .encodings import decode_wgmma_desc, wgmma_c, wgmma_operand_address
-from .memops import _lanes
 from .values import LANE_IDS, LANES, bf16_to_f32
 
 
@@ -227,4 +226,3 @@ def compile_setmaxnreg(ins, cc):
 
 
 HANDLERS = {"wgmma": compile_wgmma, "setmaxnreg": compile_setmaxnreg}
-_ = _lanes
