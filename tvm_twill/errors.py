@@ -90,3 +90,9 @@ class PlotUnavailableError(TwillError, ImportError):
 
 class NormalizationError(InputError):
     """Cost normalization distorts the cost ratios more than the caller allows (``--strict-normalization``)."""
+
+
+class EmulationError(TwillError):
+    """PTX the CPU emulator (tvm_twill.emulator) cannot execute: an unknown instruction or form, with its PTX line."""
+
+    exit_code = 2

@@ -1,0 +1,195 @@
+"""cp.async and its groups, and cp.async.mbarrier.arrive.
+
+An issued copy is an agent: its destination bytes are poisoned and marked
+pending (``owner``, clock ``PENDING``) at issue, after a write check against
+earlier accesses with the issuer's clock at issue (a ring slot refilled while
+another warp may still read it is a race).  The scheduler completes it later
+(``CTA.complete``), reading the source as it is then.  ``wait_group N``
+blocks until every group but the newest N is complete, then marks their bytes
+observed by the issuing warp.  Groups are kept per warp (the lanes of a warp
+commit and wait together in the code nvcc emits).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmulationError
+from . import findings as F
+from .engine import BLOCKED
+from .memops import _check_write, _lanes, address
+from .memory import PENDING, lane_bytes
+
+
+@dataclass
+class CopyOp:
+    id: int
+    warp: int
+    lanes: np.ndarray
+    idx: np.ndarray         # [active lanes, size] shared byte indices
+    view: np.ndarray        # global source bytes
+    src_off: np.ndarray
+    src_size: np.ndarray
+    size: int
+    line: int
+    done: bool = False
+
+
+def compile_cp_async(ins, cc):
+    p = ins.parts[1:]          # ['async', 'ca' | 'cg', 'shared', 'global']
+    if len(p) != 4 or p[1] not in ("ca", "cg") or "shared" not in p[2] or "global" not in p[3]:
+        raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
+    ops = ins.operands
+    if ops[2].kind != "imm" or ops[2].value not in (4, 8, 16):
+        raise EmulationError(f"cp.async size must be an immediate 4, 8 or 16 at PTX line {ins.line}")
+    size = ops[2].value
+    if p[1] == "cg" and size != 16:
+        raise EmulationError(f"cp.async.cg needs size 16 at PTX line {ins.line}")
+    dst, src = address(cc, ops[0], ins), address(cc, ops[1], ins)
+    src_size = cc.read(ops[3], "u32", ins) if len(ops) > 3 and ops[3].kind != "reg" or len(ops) > 3 and \
+        cc.ptypes.get(ops[3].name) != "pred" else None
+    ignore = cc.read(ops[-1], "pred", ins) if len(ops) > 3 and ops[-1].kind == "reg" and \
+        cc.ptypes.get(ops[-1].name) == "pred" else None
+    launch = cc.launch
+
+    def run(w):
+        cta = launch.cta
+        act = np.nonzero(w.m)[0]
+        d = dst(w)[act].astype(np.int64)
+        s = src(w)[act]
+        ss = np.full(act.size, size, np.int64) if src_size is None else \
+            np.minimum(src_size(w)[act].astype(np.int64), size)
+        if ignore is not None:
+            ss = np.where(ignore(w)[act], 0, ss)
+        mis = ((d % size) != 0) | ((s % np.uint64(size)) != 0)
+        if mis.any():
+            k = int(np.argmax(mis))
+            cta.finding(F.BadAccess, w, ins, _lanes(act[mis]), f"misaligned {size}-byte cp.async (shared "
+                        f"{int(d[k])}, global {int(s[k]):#x})", address=int(s[k]) if s[k] % size else int(d[k]))
+            return
+        sm = cta.shared
+        if (d < 0).any() or (d + size > sm.size).any():
+            cta.finding(F.BadAccess, w, ins, w.m, "cp.async destination outside shared memory", address=int(d[0]))
+            return
+        view, off = launch.gmem.find(s, size)
+        if view is None:
+            cta.finding(F.BadAccess, w, ins, w.m, "cp.async source outside every global buffer", address=off)
+            return
+        idx = lane_bytes(d, size)
+        flat = idx.reshape(-1)
+        _check_write(cta, w, ins, act, flat, size)
+        op = CopyOp(cta.next_op, w.idx, w.m.copy(), idx, view, off, ss, size, ins.line)
+        cta.next_op += 1
+        cta.ops[op.id] = op
+        sm.owner[flat] = op.id
+        sm.poison[flat] = True
+        sm.wr_generic[flat] = cta.policy.strict_cp_async_proxy
+        sm.wr_seq[flat] = cta.instructions
+        sm.note_write(flat, w.idx, PENDING, ins.line)
+        w.uncommitted.append(op)
+    return run
+
+
+def compile_commit(ins, cc):
+    def run(w):
+        w.async_groups.append(w.uncommitted)
+        w.uncommitted = []
+    return run
+
+
+def compile_wait(ins, cc):
+    from .memops import observe
+    if ins.parts[2] == "wait_all":
+        n = 0
+    else:
+        if ins.operands[0].kind != "imm":
+            raise EmulationError(f"cp.async.wait_group needs an immediate at PTX line {ins.line}")
+        n = ins.operands[0].value
+    launch = cc.launch
+    commit_first = ins.parts[2] == "wait_all"
+
+    def covered(w):
+        k = len(w.async_groups) - n
+        return [op for g in w.async_groups[:max(k, 0)] for op in g]
+
+    def run(w):
+        if commit_first and w.uncommitted:
+            w.async_groups.append(w.uncommitted)
+            w.uncommitted = []
+        ops = covered(w)
+        if any(not op.done for op in ops):
+            w.wait = lambda: any(not op.done for op in ops)
+            w.needs = lambda: ops
+            return BLOCKED
+        cta = launch.cta
+        observe(cta, w, ops, cta.vc[w.idx, w.idx])
+        k = len(w.async_groups) - n
+        if k > 0:
+            del w.async_groups[:k]
+    return run
+
+
+@dataclass
+class AsyncArrive:
+    warp: int
+    bar: int
+    count: int
+    ops: tuple
+    vc: np.ndarray
+    clock: int
+    ins: object
+
+
+def compile_cp_async_arrive(ins, cc):
+    """cp.async.mbarrier.arrive[.noinc].shared.b64 [bar]: an arrive once this warp's earlier copies complete."""
+    noinc = "noinc" in ins.parts
+    addr = address(cc, ins.operands[0], ins)
+    launch = cc.launch
+    from .sync import mbar_of
+
+    def run(w):
+        cta = launch.cta
+        act = np.nonzero(w.m)[0]
+        a = addr(w)[act]
+        if (a != a[0]).any():
+            raise EmulationError(f"cp.async.mbarrier.arrive with lanes on different barriers at PTX line {ins.line}")
+        mb = mbar_of(cta, w, ins, int(a[0]))
+        if mb is None:
+            return
+        if not noinc:
+            mb.pending += act.size
+        ops = tuple(op.id for op in cta.ops.values() if op.warp == w.idx and not op.done)
+        arr = AsyncArrive(w.idx, int(a[0]), int(act.size), ops, cta.vc[w.idx].copy(),
+                          int(cta.vc[w.idx, w.idx]), ins)
+        cta.release(w)
+        cta.async_arrives.append(arr)
+        cta.fire_arrives()
+    return run
+
+
+def compile_cp(ins, cc):
+    p = ins.parts
+    if p[1] == "async":
+        if len(p) > 2 and p[2] == "commit_group":
+            return compile_commit(ins, cc)
+        if len(p) > 2 and p[2] in ("wait_group", "wait_all"):
+            return compile_wait(ins, cc)
+        if len(p) > 2 and p[2] == "mbarrier":
+            return compile_cp_async_arrive(ins, cc)
+        if len(p) > 2 and p[2] == "bulk":
+            from .bulk import compile_bulk
+            return compile_bulk(ins, cc)
+        return compile_cp_async(ins, cc)
+    raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
+
+
+def pending_at_exit(cta, w, ins):
+    """A warp exited: its copies still complete (the hardware finishes them); a copy the warp never waited
+    for is reported only under ``Policy(strict_exit=True)``."""
+    mine = [op for op in cta.ops.values() if op.warp == w.idx and not op.done]
+    if mine and cta.policy.strict_exit:
+        cta.finding(F.UnfinishedAsync, w, ins, None, f"exit with {len(mine)} cp.async copies never waited for")
+
+
+HANDLERS = {"cp": compile_cp}

@@ -1,0 +1,162 @@
+"""sm_90 bulk copies: cp.async.bulk (1-D) and cp.async.bulk.tensor (TMA tile loads) into shared memory,
+completing on an mbarrier (``mbarrier::complete_tx::bytes``).
+
+A copy is an async agent: at issue its destination is poisoned and marked
+in flight (a write check against earlier accesses with the issuer's clock:
+a ring slot refilled while a consumer may still read it is a race); it
+completes as late as legal (when every warp is blocked and a waiter needs
+that barrier's phase), reading global memory then, and performs complete-tx
+of the bytes it wrote.  Its writes are async-proxy writes (wgmma may read
+them without a proxy fence) and become visible to the waiters of the phase
+it completes.
+
+Tensor maps are the host's ``cuTensorMapEncodeTiled`` arguments
+(``launch.TensorMap``, a ``("tensormap", map)`` parameter): tile mode, element
+strides 1, no interleave.  The box lands densely in shared memory, innermost
+dimension first, each byte address swizzled by the map's mode
+(``encodings.tma_swizzle``); elements outside the tensor read as zero, and
+complete-tx counts the full box (as CUTLASS expects).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmulationError
+from . import findings as F
+from .convert import PARAM_WINDOW
+from .encodings import tma_swizzle
+from .memops import _check_write, address
+from .memory import PENDING
+from .values import LANES
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4, "float8_e4m3fn": 1,
+               "float8_e5m2": 1, "float64": 8, "int64": 8, "uint16": 2, "int16": 2}
+
+
+@dataclass
+class BulkOp:
+    id: int
+    warp: int
+    dst: np.ndarray          # shared byte indices written, in source order
+    view: np.ndarray         # global bytes
+    src: np.ndarray          # byte offsets into view, -1 for out-of-bounds (zero fill)
+    bar: int
+    vc: np.ndarray
+    clock: int
+    line: int
+    ins: object
+    done: bool = False
+
+    def perform(self, cta):
+        from .sync import _maybe_complete
+        sm = cta.shared
+        data = np.where(self.src >= 0, self.view[np.maximum(self.src, 0)] if self.view.size else 0, 0)
+        mine = sm.owner[self.dst] == self.id
+        d = self.dst[mine]
+        sm.data[d] = data[mine].astype(np.uint8)
+        sm.poison[d] = False
+        sm.wr_clk[d] = self.clock
+        sm.owner[d] = 0
+        self.done = True
+        mb = cta.mbars.get(self.bar)
+        if mb is None or not mb.valid:
+            cta.finding(F.MbarrierMisuse, cta.warps[self.warp], self.ins, None,
+                        f"a bulk copy completes on shared offset {self.bar}, which holds no valid mbarrier")
+            return
+        mb.vc_cur = np.maximum(mb.vc_cur, self.vc)
+        mb.tx -= self.dst.size
+        _maybe_complete(cta, cta.warps[self.warp], self.ins, mb)
+
+
+def _tile_bytes(tm, coords, base_view_size):
+    """Source byte offsets (-1 outside the tensor) and destination byte offsets (before the swizzle) of a
+    tile-mode box at ``coords`` (innermost first)."""
+    esz = DTYPE_BYTES.get(tm.dtype)
+    if esz is None or tm.interleave != 0 or any(s != 1 for s in tm.element_strides):
+        raise EmulationError(f"tensor map {tm.dtype} interleave {tm.interleave} element strides "
+                             f"{tm.element_strides}: only tile mode, element stride 1, no interleave is modelled")
+    grids = np.meshgrid(*[np.arange(b) for b in reversed(tm.box)], indexing="ij")      # outermost first
+    pos = [g.reshape(-1) for g in reversed(grids)]                                      # innermost first
+    inside = np.ones(pos[0].size, np.bool_)
+    off = np.full(pos[0].size, tm.buffer[1], np.int64)
+    for d in range(tm.rank):
+        g = pos[d] + int(coords[d])
+        inside &= (g >= 0) & (g < tm.dims[d])
+        off += g * (esz if d == 0 else int(tm.strides[d - 1]))
+    src = (off[:, None] + np.arange(esz)).reshape(-1)
+    src = np.where(np.repeat(inside, esz), src, -1)
+    src = np.where(src < base_view_size, src, -1)
+    dst = (np.arange(pos[0].size)[:, None] * esz + np.arange(esz)).reshape(-1)
+    return src, dst
+
+
+def compile_bulk(ins, cc):
+    p = ins.parts
+    if p[:3] != ["cp", "async", "bulk"]:
+        raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
+    tensor = p[3] == "tensor"
+    if "mbarrier::complete_tx::bytes" not in p or "global" not in p or "multicast::cluster" in p:
+        raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
+    ops = ins.operands
+    dst = address(cc, ops[0], ins)
+    bar = address(cc, ops[-1], ins)
+    launch = cc.launch
+    if tensor:
+        tmap = cc.read(ops[1].items[0], "u64", ins)
+        coords = [cc.read(o, "s32", ins) for o in ops[1].items[1].items]
+    else:
+        src = address(cc, ops[1], ins)
+        size = cc.read(ops[2], "u32", ins)
+
+    def run(w):
+        cta = launch.cta
+        for lane in np.nonzero(w.m)[0].tolist():
+            d0, b0 = int(dst(w)[lane]), int(bar(w)[lane])
+            if tensor:
+                tm = launch.tensormaps.get(int(tmap(w)[lane]) - PARAM_WINDOW)
+                if tm is None:
+                    raise EmulationError(f"cp.async.bulk.tensor with an address that is no tensor-map parameter "
+                                         f"at PTX line {ins.line}")
+                view = launch.buffer_view(tm.buffer[0])
+                s, doff = _tile_bytes(tm, [int(c(w)[lane]) for c in coords], view.size)
+                dbytes = tma_swizzle(tm.swizzle)(d0 + doff)
+            else:
+                n = int(size(w)[lane])
+                sa = int(src(w)[lane])
+                if n % 16 or d0 % 16 or sa % 16:
+                    cta.finding(F.BadAccess, w, ins, w.m, f"cp.async.bulk of {n} bytes: size and addresses must be "
+                                "multiples of 16", address=d0)
+                    continue
+                view, off = launch.gmem.find(np.array([sa], np.uint64), n)
+                if view is None:
+                    cta.finding(F.BadAccess, w, ins, w.m, "cp.async.bulk source outside every buffer", address=off)
+                    continue
+                s = int(off[0]) + np.arange(n)
+                dbytes = d0 + np.arange(n)
+            _issue(cta, w, ins, np.asarray(dbytes, np.int64), view, np.asarray(s, np.int64), b0)
+    return run
+
+
+def _issue(cta, w, ins, dbytes, view, src, bar):
+    sm = cta.shared
+    if (dbytes < 0).any() or (dbytes >= sm.size).any():
+        cta.finding(F.BadAccess, w, ins, w.m, "bulk copy destination outside shared memory", address=int(dbytes[0]))
+        return
+    lanes = np.zeros(LANES, np.bool_)
+    lanes[np.nonzero(w.m)[0][:1]] = True
+    _check_write(cta, w, ins, np.nonzero(lanes)[0], dbytes, 1)
+    op = BulkOp(cta.next_op, w.idx, dbytes, view, src, bar, cta.vc[w.idx].copy(), int(cta.vc[w.idx, w.idx]),
+                ins.line, ins)
+    cta.next_op += 1
+    cta.ops[op.id] = op
+    sm.owner[dbytes] = op.id
+    sm.poison[dbytes] = True
+    sm.wr_generic[dbytes] = False
+    sm.wr_seq[dbytes] = cta.instructions
+    sm.note_write(dbytes, w.idx, PENDING, ins.line)
+    cta.release(w)
+
+
+HANDLERS = {}

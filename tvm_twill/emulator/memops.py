@@ -1,0 +1,288 @@
+"""Loads, stores, atomics, cp.async and ldmatrix.
+
+Addresses: ``.shared`` operands are 32-bit offsets in the CTA's shared
+window; generic addresses put shared memory at ``SHARED_WINDOW`` and local
+memory at ``LOCAL_WINDOW`` (what ``cvta`` adds); anything else is global.
+Every shared access goes through the happens-before shadow
+(``memory.SharedMemory``); global accesses are bounds checked and carry
+poison, but are not race checked (each CTA runs alone).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import EmulationError
+from . import findings as F
+from .convert import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from .memory import PENDING, lane_bytes
+from .values import LANES, RAW, TYPED, WIDTH, por
+
+SPACES = ("global", "shared", "local", "param", "const")
+
+
+def address(cc, op, ins):
+    """A closure w -> uint64 addresses (32 lanes) for an address operand."""
+    if op.kind != "addr":
+        raise EmulationError(f"expected an address operand in {ins.opcode} at PTX line {ins.line}")
+    off = np.uint64(op.offset % (1 << 64))
+    b = op.base
+    if b is None:
+        c = np.full(LANES, off, np.uint64)
+        return lambda w: c
+    if b.kind == "sym":
+        if b.name not in cc.symbols:
+            raise EmulationError(f"unknown symbol {b.name} in {ins.opcode} at PTX line {ins.line}")
+        c = np.full(LANES, (cc.symbols[b.name][1] + op.offset) % (1 << 64), np.uint64)
+        return lambda w: c
+    i = cc.reg(b, ins)
+    if cc.dtypes[i] == np.uint64:
+        return lambda w: w.regs[i] + off
+    return lambda w: w.regs[i].astype(np.uint64) + off
+
+
+def _space(parts):
+    for p in parts[1:]:
+        s = p.split("::")[0]
+        if s in SPACES:
+            return s
+    return "generic"
+
+
+def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=None, align=None):
+    """Read (returns uint8 [32, nbytes], poison [32] or None) or write bytes for the lanes in m."""
+    act = np.nonzero(m)[0]
+    out = np.zeros((LANES, nbytes), np.uint8)
+    if act.size == 0:
+        return out, None
+    a = addrs[act]
+    if space == "generic":
+        sh = (a >= SHARED_WINDOW) & (a < SHARED_WINDOW + (1 << 32))
+        lo = (a >= LOCAL_WINDOW) & (a < LOCAL_WINDOW + (1 << 32))
+        if sh.all():
+            space, addrs = "shared", addrs - np.uint64(SHARED_WINDOW)
+        elif lo.all():
+            space, addrs = "local", addrs - np.uint64(LOCAL_WINDOW)
+        elif ((a >= PARAM_WINDOW) & (a < PARAM_WINDOW + (1 << 32))).all():
+            space, addrs = "param", addrs - np.uint64(PARAM_WINDOW)
+        elif (sh | lo).any():
+            raise EmulationError(f"a generic access mixing state spaces across lanes at PTX line {ins.line}")
+        else:
+            space = "global"
+        a = addrs[act]
+    al = align or nbytes
+    mis = (a % np.uint64(al)) != 0
+    if mis.any():
+        cta.finding(F.BadAccess, w, ins, _lanes(act[mis]), f"misaligned {nbytes}-byte {space} access",
+                    address=int(a[mis][0]))
+        return out, None
+    if space == "shared":
+        return _shared(cta, w, ins, act, a.astype(np.int64), nbytes, write, data, pois, out)
+    if space == "param":
+        buf, off = cta.launch.param_bytes, a.astype(np.int64)
+        if write or (off + nbytes > buf.size).any():
+            raise EmulationError(f"a .param access outside the parameters at PTX line {ins.line}")
+        out[act] = buf[lane_bytes(off, nbytes)]
+        return out, None
+    if space == "local":
+        return _local(cta, w, ins, act, a.astype(np.int64), nbytes, write, data, out)
+    view, off = cta.launch.gmem.find(a, nbytes)
+    if view is None:
+        cta.finding(F.BadAccess, w, ins, _lanes(act), f"{nbytes}-byte global access outside every buffer",
+                    address=off)
+        return out, None
+    idx = lane_bytes(off, nbytes)
+    if write:
+        if pois is not None and pois[act].any():
+            cta.finding(F.PoisonUse, w, ins, _lanes(act[pois[act]]), "a poisoned value is stored to global memory")
+        view[idx] = data[act]
+        return out, None
+    out[act] = view[idx]
+    return out, None
+
+
+def _lanes(sel):
+    m = np.zeros(LANES, np.bool_)
+    m[sel] = True
+    return m
+
+
+def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
+    sm = cta.shared
+    bad = (off < 0) | (off + nbytes > sm.size)
+    if bad.any():
+        cta.finding(F.BadAccess, w, ins, _lanes(act[bad]), f"{nbytes}-byte shared access outside the "
+                    f"{sm.size}-byte window", address=int(off[bad][0]))
+        return out, None
+    idx = lane_bytes(off, nbytes).reshape(-1)
+    vcw = cta.vc[w.idx]
+    clk = vcw[w.idx]
+    if write:
+        _check_write(cta, w, ins, act, idx, nbytes)
+        if sm.is_mbar[idx].any():
+            cta.finding(F.MbarrierMisuse, w, ins, _lanes(act), "an ordinary store to a valid mbarrier object")
+        sm.data[idx] = data[act].reshape(-1)
+        sm.poison[idx] = np.repeat(pois[act], nbytes) if pois is not None else False
+        sm.owner[idx] = 0
+        sm.wr_generic[idx] = True
+        sm.wr_seq[idx] = cta.instructions
+        sm.note_write(idx, w.idx, clk, ins.line)
+        return out, None
+    bad = sm.check_read(idx, w.idx, vcw)
+    if bad.any():
+        _report_read(cta, w, ins, act, idx, bad, nbytes)
+    if cta.policy.strict_uninitialized:
+        unw = sm.poison[idx] & (sm.wr_line[idx] == 0)
+        if unw.any():
+            cta.finding(F.UninitializedRead, w, ins, _lanes(act[unw.reshape(-1, nbytes).any(1)]),
+                        "a read of shared memory nothing wrote", address=int(idx[unw][0]))
+    sm.note_read(idx, w.idx, clk, ins.line)
+    out[act] = sm.data[idx].reshape(-1, nbytes)
+    p = np.zeros(LANES, np.bool_)
+    p[act] = sm.poison[idx].reshape(-1, nbytes).any(1)
+    return out, (p if p.any() else None)
+
+
+def _report_read(cta, w, ins, act, idx, bad, nbytes):
+    sm = cta.shared
+    b = idx[bad][0]
+    lanes = _lanes(act[bad.reshape(-1, nbytes).any(1)])
+    if sm.wr_clk[b] == PENDING:
+        op = cta.ops.get(int(sm.owner[b]))
+        state = "in flight" if op is not None and not op.done else "complete but not observed by a wait"
+        cta.finding(F.AsyncReadBeforeWait, w, ins, lanes,
+                    f"a read of shared byte {b} that a cp.async (warp {sm.wr_warp[b]}, PTX line {sm.wr_line[b]}) "
+                    f"writes: the copy is {state}", address=int(b))
+        return
+    ow, ol = int(sm.wr_warp[b]), int(sm.wr_line[b])
+    cta.finding(F.DataRace, w, ins, lanes, f"read of shared byte {b} races with a write by warp {ow} at PTX "
+                f"line {ol} (no happens-before)", other=(ow, ol, _cuda(cta, ol), "write"), address=int(b))
+
+
+def _cuda(cta, line):
+    return cta.launch.cuda_line_of.get(line)
+
+
+def _check_write(cta, w, ins, act, idx, nbytes):
+    sm = cta.shared
+    if sm.async_readers[idx].any():
+        b = idx[sm.async_readers[idx] > 0][0]
+        cta.finding(F.InFlightOverwrite, w, ins, _lanes(act), f"a write to shared byte {b} that an in-flight "
+                    "wgmma still reads (before its wgmma.wait_group)", address=int(b))
+    own = sm.owner[idx]
+    if own.any():
+        live = [int(o) for o in np.unique(own[own != 0]) if not cta.ops[int(o)].done]
+        if live:
+            b = idx[np.isin(own, live)][0]
+            cta.finding(F.InFlightOverwrite, w, ins, _lanes(act), f"a write to shared byte {b} that an in-flight "
+                        f"cp.async (PTX line {sm.wr_line[b]}) still writes", address=int(b))
+    bad_w, racing_read = sm.check_write(idx, w.idx, cta.vc[w.idx])
+    if bad_w.any():
+        b = idx[bad_w][0]
+        ow, ol = int(sm.wr_warp[b]), int(sm.wr_line[b])
+        if sm.wr_clk[b] != PENDING or ow != w.idx:
+            cta.finding(F.DataRace, w, ins, _lanes(act), f"write of shared byte {b} races with a write by warp "
+                        f"{ow} at PTX line {ol}", other=(ow, ol, _cuda(cta, ol), "write"), address=int(b))
+    if racing_read is not None:
+        u, pos = racing_read
+        b = idx[pos]
+        ol = int(sm.rd_line[u, b])
+        cta.finding(F.DataRace, w, ins, _lanes(act), f"write of shared byte {b} races with a read by warp {u} "
+                    f"at PTX line {ol}", other=(u, ol, _cuda(cta, ol), "read"), address=int(b))
+
+
+def _local(cta, w, ins, act, off, nbytes, write, data, out):
+    size = cta.launch.local_size
+    if w.local is None:
+        w.local = np.zeros((LANES, max(size, 1)), np.uint8)
+    if (off < 0).any() or (off + nbytes > size).any():
+        cta.finding(F.BadAccess, w, ins, _lanes(act), "local access outside the frame", address=int(off[0]))
+        return out, None
+    idx = lane_bytes(off, nbytes)
+    rows = act[:, None]
+    if write:
+        w.local[rows, idx] = data[act]
+        return out, None
+    out[act] = w.local[rows, idx]
+    return out, None
+
+
+def _vec(parts):
+    for p in parts:
+        if p in ("v2", "v4", "v8"):
+            return int(p[1:])
+    return 1
+
+
+def compile_ld(ins, cc):
+    p = ins.parts
+    t = p[-1]
+    if t not in TYPED:
+        raise EmulationError(f"unsupported type in {ins.opcode} at PTX line {ins.line}")
+    space = _space(p)
+    n = _vec(p)
+    dst, src = ins.operands
+    dsts = dst.items if dst.kind == "vec" else (dst,)
+    if len(dsts) != n:
+        raise EmulationError(f"{ins.opcode} with {len(dsts)} destinations at PTX line {ins.line}")
+    ew = WIDTH[t]
+    puts = [cc.write(d, t, ins) for d in dsts]
+    addr = address(cc, src, ins)
+    launch = cc.launch
+
+    def run(w):
+        raw, pz = access(launch.cta, w, ins, space, addr(w), w.m, ew * n, align=ew * n)
+        vals = raw.view(RAW[ew]).reshape(LANES, n)
+        for k, put in enumerate(puts):
+            put(w, np.ascontiguousarray(vals[:, k]).view(TYPED[t]), pz)
+    return run
+
+
+def compile_st(ins, cc):
+    p = ins.parts
+    t = p[-1]
+    if t not in TYPED:
+        raise EmulationError(f"unsupported type in {ins.opcode} at PTX line {ins.line}")
+    space = _space(p)
+    n = _vec(p)
+    dst, src = ins.operands
+    srcs = src.items if src.kind == "vec" else (src,)
+    ew = WIDTH[t]
+    reads = [cc.read(s, t, ins) for s in srcs]
+    ps = [cc.poison(s, ins) for s in srcs]
+    addr = address(cc, dst, ins)
+    launch = cc.launch
+    raw_t = RAW[ew]
+
+    def run(w):
+        vals = np.stack([np.ascontiguousarray(r(w)).view(raw_t) for r in reads], axis=1)
+        data = np.ascontiguousarray(vals).view(np.uint8).reshape(LANES, ew * n)
+        access(launch.cta, w, ins, space, addr(w), w.m, ew * n, True, data, por(*[q(w) for q in ps]),
+               align=ew * n)
+    return run
+
+
+HANDLERS = {"ld": compile_ld, "st": compile_st}
+
+
+def complete_copy(cta, op):
+    """Perform an async copy now: read its source as it is at this moment."""
+    sm = cta.shared
+    data = np.zeros((op.idx.shape[0], op.size), np.uint8)
+    for k in range(op.idx.shape[0]):
+        if op.src_size[k]:
+            data[k, :op.src_size[k]] = op.view[op.src_off[k]:op.src_off[k] + op.src_size[k]]
+    flat = op.idx.reshape(-1)
+    mine = sm.owner[flat] == op.id
+    sm.data[flat[mine]] = data.reshape(-1)[mine]
+    sm.poison[flat[mine]] = False
+    op.done = True
+
+
+def observe(cta, w, ops, clock):
+    """The issuer observed these completed copies (a wait): their bytes count as written at `clock`."""
+    sm = cta.shared
+    for op in ops:
+        flat = op.idx.reshape(-1)
+        mine = flat[sm.owner[flat] == op.id]
+        sm.wr_clk[mine] = clock
+        sm.owner[mine] = 0

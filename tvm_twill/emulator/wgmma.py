@@ -1,0 +1,228 @@
+"""sm_90a warp-group MMA (wgmma) with shared-memory descriptors, its fence / commit / wait, and setmaxnreg.
+
+Each warp of the warp group executes its copy of ``wgmma.mma_async`` and
+owns 16 rows of the 64 x N accumulator (``encodings.wgmma_c``), so each
+warp's op computes its own rows.  An op is an async agent: at issue its
+accumulator registers are poisoned (a read before the covering
+``wgmma.wait_group`` yields poison), its shared operands are checked
+(race with the issuer's clock at issue; a byte last written by the generic
+proxy needs the writer's ``fence.proxy.async`` happening before the issue,
+else ``ProxyFenceMissing``) and held in a read window until completion (a
+write into the window is ``InFlightOverwrite``).  It completes as late as
+legal: at the covering wait_group (or at exit), reading shared memory then.
+Descriptors are decoded with ``encodings`` (checked against CuTe); only the
+SS form (both operands in shared memory) and f16 / bf16 inputs with f32
+accumulators are executed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmulationError
+from . import findings as F
+from .encodings import decode_wgmma_desc, wgmma_c, wgmma_operand_address
+from .values import LANE_IDS, LANES, bf16_to_f32
+
+
+@dataclass
+class WgmmaOp:
+    warp: int
+    regs: list
+    in_pois: list
+    a_idx: np.ndarray       # [16, 16] shared byte address of A(m, k) for this warp's rows
+    b_idx: np.ndarray       # [16, N] shared byte address of B(k, n)
+    scale_d: bool
+    line: int
+    ins: object
+
+
+def _operand_addresses(desc, rows, ks, k_major):
+    d = decode_wgmma_desc(int(desc))
+    if d["base_offset"] != 0:
+        raise EmulationError(f"wgmma descriptor with base_offset {d['base_offset']} is not modelled")
+    return wgmma_operand_address(d, rows, ks, k_major=k_major).astype(np.int64)
+
+
+def compile_wgmma(ins, cc):
+    p = ins.parts
+    if p[1] in ("fence", "commit_group"):
+        if p[1] == "fence":
+            return lambda w: None
+
+        def commit(w):
+            w.wg_groups.append(w.wg_pending)
+            w.wg_pending = []
+        return commit
+    if p[1] == "wait_group":
+        n = ins.operands[0].value
+        launch = cc.launch
+
+        def wait(w):
+            groups = w.wg_groups
+            k = len(groups) - n
+            for g in groups[:max(k, 0)]:
+                for op in g:
+                    complete_wgmma(launch.cta, w, op)
+            w.wg_groups = groups[max(k, 0):]
+        return wait
+    return _compile_mma_async(ins, cc)
+
+
+def _compile_mma_async(ins, cc):
+    p = ins.parts
+    shape = p[4] if len(p) > 4 else ""
+    if p[1] != "mma_async" or not shape.startswith("m64n") or not shape.endswith("k16") or p[5] != "f32" or \
+            p[6] not in ("f16", "bf16") or p[7] != p[6]:
+        raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
+    n = int(shape[4:-3])
+    ops = ins.operands
+    if ops[1].kind == "vec":
+        raise EmulationError(f"wgmma with register A (RS form) is not supported yet at PTX line {ins.line}")
+    if len(ops) != 8 or len(ops[0].items) != n // 2:
+        raise EmulationError(f"unexpected wgmma operands at PTX line {ins.line}")
+    dt = p[6]
+    regs = [cc.reg(o, ins) for o in ops[0].items]
+    da, db = cc.read(ops[1], "b64", ins), cc.read(ops[2], "b64", ins)
+    scale = cc.read(ops[3], "pred", ins) if ops[3].kind == "reg" else None
+    scale_imm = bool(ops[3].value) if ops[3].kind == "imm" else True
+    if ops[4].value != 1 or ops[5].value != 1:
+        raise EmulationError(f"wgmma with negated operands is not supported at PTX line {ins.line}")
+    ta, tb = ops[6].value, ops[7].value
+    launch = cc.launch
+    lane = LANE_IDS.astype(np.int64)
+    ks = np.arange(16)
+
+    def run(w):
+        cta = launch.cta
+        if not (w.m == w.live).all():
+            cta.finding(F.BarrierMismatch, w, ins, w.m, "wgmma.mma_async reached by part of the warp")
+        act = np.nonzero(w.m)[0]
+        a0, b0 = int(da(w)[act[0]]), int(db(w)[act[0]])
+        wg = w.idx % 4
+        rows = 16 * wg + np.arange(16)
+        a_idx = _operand_addresses(a0, rows[:, None], ks[None, :], ta == 0)
+        b_idx = _operand_addresses(b0, np.arange(n)[None, :], ks[:, None], tb == 0)
+        s = bool(scale(w)[act[0]]) if scale is not None else scale_imm
+        busy = w.wg_busy      # registers an in-flight op of this warp still writes
+        chain = [busy.get(i, 0) > 0 for i in regs]
+        op = WgmmaOp(w.idx, regs, [None if c else w.pois[i] for c, i in zip(chain, regs)], a_idx, b_idx, s,
+                     ins.line, ins)
+        op.chain = chain
+        for i in regs:
+            busy[i] = busy.get(i, 0) + 1
+        op.n, op.dt = n, dt
+        op.rc = [wgmma_c(32 * wg + lane, i, n) for i in range(n // 2)]
+        _issue_checks(cta, w, ins, op)
+        for i in regs:
+            w.pois[i] = np.ones(LANES, np.bool_)
+        w.wg_pending.append(op)
+    return run
+
+
+def _bytes(op):
+    return np.concatenate([op.a_idx.reshape(-1), op.b_idx.reshape(-1)])[:, None] + np.arange(2)[None, :]
+
+
+def _issue_checks(cta, w, ins, op):
+    sm = cta.shared
+    idx = _bytes(op).reshape(-1)
+    if (idx < 0).any() or (idx >= sm.size).any():
+        raise EmulationError(f"wgmma operand outside shared memory at PTX line {ins.line}")
+    vcw = cta.vc[w.idx]
+    bad = sm.check_read(idx, w.idx, vcw)
+    if bad.any():
+        b = idx[bad][0]
+        cta.finding(F.DataRace, w, ins, w.m, f"wgmma read of shared byte {b} races with a write by warp "
+                    f"{sm.wr_warp[b]} at PTX line {sm.wr_line[b]}", other=(int(sm.wr_warp[b]), int(sm.wr_line[b]),
+                                                                        None, "write"), address=int(b))
+    gen = idx[sm.wr_generic[idx]]
+    if gen.size:
+        unfenced = _unfenced(cta, gen, vcw)
+        if unfenced is not None:
+            cta.finding(F.ProxyFenceMissing, w, ins, w.m, f"wgmma (async proxy) reads shared byte {unfenced} "
+                        f"written by an ordinary store (warp {sm.wr_warp[unfenced]}, PTX line "
+                        f"{sm.wr_line[unfenced]}) with no fence.proxy.async between them", address=int(unfenced))
+    sm.note_read(idx, w.idx, vcw[w.idx], ins.line)
+    np.add.at(sm.async_readers, idx, 1)
+
+
+def _unfenced(cta, idx, vcw):
+    """A byte (of idx) whose generic write has no fence.proxy.async by its writer that happens before now."""
+    sm = cta.shared
+    writers = sm.wr_warp[idx]
+    seqs = sm.wr_seq[idx]
+    for u in np.unique(writers):
+        sel = writers == u
+        fs, fc = cta.proxy_fences.get(int(u), ([], []))
+        k = np.searchsorted(np.asarray(fs, np.int64), seqs[sel], side="right")
+        fc = np.asarray(fc + [np.iinfo(np.int64).max], np.int64)
+        ok = fc[k] <= vcw[u]
+        if not ok.all():
+            return int(idx[sel][~ok][0])
+    return None
+
+
+def complete_wgmma(cta, w, op):
+    """Perform the op now: read its shared operands as they are and write the accumulator registers."""
+    sm = cta.shared
+    data = sm.data.view(np.uint16) if sm.size % 2 == 0 else None
+    if data is None:
+        raise EmulationError("shared window of odd size")
+    ha, hb = data[op.a_idx // 2], data[op.b_idx // 2]
+    conv = (lambda h: bf16_to_f32(h).astype(np.float64)) if op.dt == "bf16" else \
+        (lambda h: h.view(np.float16).astype(np.float64))
+    D = conv(ha) @ conv(hb)                                            # [16, N] for this warp's rows
+    pa = sm.poison[op.a_idx].reshape(16, 16) | sm.poison[op.a_idx + 1].reshape(16, 16)
+    pb = sm.poison[op.b_idx] | sm.poison[op.b_idx + 1]
+    P = pa.any(1)[:, None] | pb.any(0)[None, :]
+    row0 = 16 * (op.warp % 4)
+    for i, reg in enumerate(op.regs):
+        r, c = op.rc[i]
+        val = D[r - row0, c]
+        if op.scale_d:
+            val = val + w.regs[reg].view(np.float32).astype(np.float64)
+        pz = P[r - row0, c]
+        # an accumulator chained from an earlier op of this warp carries that op's result poison (it completed
+        # first, in order); otherwise the poison the register had at issue
+        before = w.wg_result_pois.get(reg) if op.chain[i] else op.in_pois[i]
+        if op.scale_d and before is not None:
+            pz = pz | before
+        pz = pz if pz.any() else None
+        w.regs[reg] = val.astype(np.float32).view(np.uint32)
+        w.wg_result_pois[reg] = pz
+        w.wg_busy[reg] -= 1
+        w.pois[reg] = pz if w.wg_busy[reg] == 0 else np.ones(LANES, np.bool_)   # a later op still in flight
+    np.add.at(sm.async_readers, _bytes(op).reshape(-1), -1)
+
+
+def finish_wgmma(cta, w):
+    """At exit: complete what was never waited for (the registers are dead; only the windows close)."""
+    for g in [*w.wg_groups, w.wg_pending]:
+        for op in g:
+            complete_wgmma(cta, w, op)
+    w.wg_groups, w.wg_pending = [], []
+
+
+def compile_setmaxnreg(ins, cc):
+    p = ins.parts
+    if p[1] not in ("inc", "dec") or ins.operands[0].kind != "imm":
+        raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
+    n = ins.operands[0].value
+    launch = cc.launch
+
+    def run(w):
+        cta = launch.cta
+        if not 24 <= n <= 256 or n % 8:
+            cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"setmaxnreg {n}: must be a multiple of 8 in 24..256")
+        if not (w.m == w.live).all():
+            cta.finding(F.BarrierMismatch, w, ins, w.m, "setmaxnreg reached by part of the warp")
+        cur = w.maxnreg
+        if cur is not None and ((p[1] == "inc" and n < cur) or (p[1] == "dec" and n > cur)):
+            cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"setmaxnreg.{p[1]} {n} with the current limit {cur}")
+        w.maxnreg = n
+    return run
+
+
+HANDLERS = {"wgmma": compile_wgmma, "setmaxnreg": compile_setmaxnreg}
