@@ -92,3 +92,40 @@ def short_loop(A: T.Buffer((2,), "float32"), E: T.Buffer((2,), "float32")):
                 D[0] = C[0] + T.float32(4)
             with T.sblock():
                 E[i] = D[0] + T.float32(5)
+
+
+@T.prim_func(s_tir=True)
+def strided_shared(A: T.Buffer((48, 8), "float32"), C: T.Buffer((48, 8), "float32"), D: T.Buffer((48,), "float32")):
+    """A loop of step 2 (20 iterations) over a shared buffer TVM does not version (allocated outside, read
+    after the loop): 'use' reads SG[i + 4], which 'write' overwrites 2 iterations later (i grows by 2)."""
+    SG = T.sblock_alloc_buffer((48,), "float32", scope="shared")
+    for k in range(48):
+        with T.sblock("init"):
+            SG[k] = T.Cast("float32", k)
+    for i in T.serial(0, 40, step=2):
+        with T.sblock("body"):
+            for j in range(8):
+                with T.sblock("use"):
+                    C[i, j] = SG[i + 4] + A[i, j]
+            with T.sblock("write"):
+                SG[i] = A[i, 0] * T.float32(2)
+    for k in range(48):
+        with T.sblock("after"):
+            D[k] = SG[k]
+
+
+@T.prim_func(s_tir=True)
+def strided_nest(a: T.handle, c: T.handle, n: T.int32):
+    """An inner loop whose min is symbolic (an outer variable and a parameter) and whose step is 3, over a
+    2-d parameter: 'rd' reads G[o, i + 6, :], which 'wr' writes 2 iterations later."""
+    G = T.match_buffer(a, (4, 64, 4), "float32")
+    C = T.match_buffer(c, (4, 64, 4), "float32")
+    for o in range(4):
+        for i in T.serial(o + n, o + n + 30, step=3):
+            with T.sblock("body"):
+                for j in range(4):
+                    with T.sblock("rd"):
+                        C[o, i, j] = G[o, i + 6, j] * T.float32(2)
+                for j in range(4):
+                    with T.sblock("wr"):
+                        G[o, i, j] = C[o, i, j] + T.float32(1)

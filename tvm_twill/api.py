@@ -450,8 +450,7 @@ def _explain(plan: PipelinePlan) -> str:
     if plan.depth:
         L.append(f"pipeline depth: {plan.depth}")
     if ex.hazards:
-        shown = ", ".join(f"{ex.names[h.src]} -> {ex.names[h.dst]} ({h.kind} on '{h.buffer}', distance {h.distance})"
-                          for h in ex.hazards[:6])
+        shown = ", ".join(h.describe(ex.names) for h in ex.hazards[:6])
         more = f" and {len(ex.hazards) - 6} more" if len(ex.hazards) > 6 else ""
         L.append(f"order kept for buffers TVM does not multi-version or uses within an iteration: {shown}{more}")
     L.append("why these stages:")

@@ -31,7 +31,8 @@ FIT_NOTE = "; shared memory: TVM's "
 
 def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
     """buffer -> (versions, bytes) for the shared buffers written in the loop (TVM's versioning)."""
-    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts], ex.double_buffered)
+    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts], ex.double_buffered,
+                               ex.versioned)
     per_iter: dict = {}
     for st in ex.stmts:
         for buf, nbytes in st.smem_writes.items():

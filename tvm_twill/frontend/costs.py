@@ -274,7 +274,8 @@ class StatementAnalyzer:
             for c in children(stmt):
                 collect(c)
         collect(func.body)
-        self.buffer_map = {b: b for b in bufs if isinstance(b, tvm.ir.expr.Var)}
+        # buffer variables only: TVM refuses a scalar parameter (``n: T.int32``) in this map
+        self.buffer_map = {b: b for b in bufs if isinstance(getattr(b, "ty", None), tirx.buffer.BufferType)}
         self.aligns = _collect_aligns(func)
         # threadIdx extents outside the loop, and the block's thread count.
         self.outer_threads = {}

@@ -51,7 +51,7 @@ from ..errors import InputError, UnsupportedLoopError
 from ..model import Edge, Graph, Machine, Op
 from ..model.pipeline import PipelineAnnotation
 from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
-from .hazards import Hazard, merge_hazards, statement_regions, versioned_buffers
+from .hazards import Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
 from .ir import CONTROL_FLOW, const_int, double_buffered, manifested_buffers, tirx, walk_stmts
 from .loops import find_loops, loop_body_allocations, pipeline_children, read_annotation, resolve_loop
@@ -68,7 +68,10 @@ class Extraction:
     ``hazards`` are the conflicts on buffers the front-end found (with
     their buffer names), already edges of the graph; ``double_buffered`` the
     buffers a block marks ``double_buffer_scope`` (TVM gives them at least two
-    versions).  ``graph.ops[i]`` is
+    versions); ``versioned`` the buffers InjectSoftwarePipeline multi-versions
+    (every other buffer keeps one copy whatever the stages).  ``trip_count``
+    is the number of iterations (``ceildiv(extent, step)``), ``step`` the
+    loop's step.  ``graph.ops[i]`` is
     statement ``stmts[i]`` and ``graph.edges`` are the
     dependences between statements (what annotation legality is checked
     against); ``op_index`` maps op name -> statement index; ``quantum`` is
@@ -88,6 +91,8 @@ class Extraction:
     nested: tuple[str, ...] = ()
     hazards: tuple[Hazard, ...] = ()
     double_buffered: tuple[str, ...] = ()
+    versioned: frozenset | None = None
+    step: int = 1
 
     @property
     def names(self) -> list[str]:
@@ -136,13 +141,11 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     if node.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
         kind = tirx.ForKind(int(node.kind)).name.lower()
         raise UnsupportedLoopError(f"loop '{ref.name}' is a {kind} loop: only serial loops are software-pipelined")
-    trip = const_int(node.extent)
-    if trip is None:
-        raise UnsupportedLoopError(f"loop '{ref.name}' has a dynamic extent: its trip count must be static "
-                                   "to schedule it (split it by a constant tile first)")
+    it = loop_iterations(node, ref.name)
     _check_straight_line(pipeline_children(node, ref.name), ref.name)
     # the statements as InjectSoftwarePipeline will see them, after TVM's passes that precede it
     low_func, low = lower_to_pipeline(func, ref)
+    _check_canonical(low.node, it, ref.name)
     an = StatementAnalyzer(func, ref, m)
     lan = StatementAnalyzer(low_func, low, m, lowered=True)
     entries = pipeline_statements(node, low.node, ref.name, an, lan)
@@ -171,12 +174,41 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
     # what TVM's versioning leaves: write-after-read / write-after-write / loop-carried hazards
     versioned = versioned_buffers(low_func, low.node) - unseen
-    found = tuple(find_hazards(stmts, regions, node.loop_var, trip, versioned))
+    found = tuple(find_hazards(stmts, regions, it, versioned))
     graph = merge_hazards(graph, found, stmts, q)
     return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
-                      loop=ref.name, func=ref.func, trip_count=trip, quantum=q, machine=m,
+                      loop=ref.name, func=ref.func, trip_count=it.trip, quantum=q, machine=m,
                       arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found,
-                      double_buffered=double_buffered(low_func.body))
+                      double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step)
+
+
+def loop_iterations(node, name: str) -> Iterations:
+    """The iterations of loop ``node`` (a ``For`` as written): ``i = min + step * k``, ``k < trip``.
+
+    The trip count is ``ceildiv(extent, step)``, as TVM's CanonicalizeLoop
+    counts it.  A dynamic extent or a step that is not a constant >= 1 is
+    refused (UnsupportedLoopError): the schedule needs the trip count, and
+    the hazards the step.
+    """
+    extent = const_int(node.extent)
+    if extent is None:
+        raise UnsupportedLoopError(f"loop '{name}' has a dynamic extent: its trip count must be static "
+                                   "to schedule it (split it by a constant tile first)")
+    raw = getattr(node, "step", None)  # TVM 0.27: None for a step of 1
+    step = 1 if raw is None else const_int(raw)
+    if step is None or step < 1:
+        raise UnsupportedLoopError(f"loop '{name}' has step {raw}: only a constant step >= 1 can be "
+                                   "software-pipelined (write the loop with a constant positive step)")
+    return Iterations(node.loop_var, node.min, step, max(0, -(-extent // step)))
+
+
+def _check_canonical(low_node, it: Iterations, name: str) -> None:
+    """The loop after TVM's passes must run the ``it.trip`` iterations counted here."""
+    low = loop_iterations(low_node, name)
+    if low.trip != it.trip:
+        raise UnsupportedLoopError(
+            f"loop '{name}': TVM's passes before InjectSoftwarePipeline give it {low.trip} iterations, tvm_twill "
+            f"counts {it.trip}: cannot tell which iterations the pipeline shifts")
 
 
 def pipeline_statements(sched_node, low_node, name: str, an, lan) -> list:

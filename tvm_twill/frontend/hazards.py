@@ -38,16 +38,36 @@ For every buffer ``X`` and every ordered pair of distinct statements ``x``,
   ``d_min`` (``legality_violations`` checks exactly this).
 
 A pair at distance 0 implies its own loop-carried constraint, so that one is
-left out.  Regions are TVM's statement-level regions; two regions are proven
-disjoint only when, in some dimension, both starts are affine in the loop
-variable with constant coefficients and offsets and constant extents
-(otherwise they are assumed to overlap: a superfluous edge costs II, a
-missing one costs correctness).  Across iterations regions are compared
-only for buffers TVM does not version: a buffer it owns is compacted to one
-iteration's footprint (``CompactBufferAllocation``), so ``T[i, j]`` of two
-iterations is the same storage (found by the differential tests: an outer
-``T[i, j]`` moved into the loop, with a trailing write).  A statement never conflicts with itself:
-its instances keep the iteration order whatever the stages.
+left out.  A statement never conflicts with itself: its instances keep the
+iteration order whatever the stages.
+
+Distances from the index arithmetic
+-----------------------------------
+Distances count iterations of the pipeline, not values of the loop
+variable: TVM's CanonicalizeLoop runs ``for i in range(m, m + e, s)`` as
+``k = 0 .. ceildiv(e, s) - 1`` with ``i = m + s * k`` (``Iterations``), so
+``SG[i + 4]`` read and ``SG[i]`` written with ``s = 2`` conflict 2
+iterations apart, not 4.  Every index is rewritten in ``k`` first.  Regions
+are TVM's statement-level regions (boxes, one range per dimension); two
+boxes overlap iff every dimension does, so one dimension that never
+overlaps proves two accesses disjoint.  In a dimension whose starts are
+``c * k + b_x`` and ``c * k + b_y`` (one constant stride ``c``; the offsets
+``b`` may be symbolic, e.g. an outer loop's variable, as long as TVM bounds
+their difference ``g``) and whose extents TVM bounds (``e_x``, ``e_y``), the
+boxes of iterations ``k`` and ``k + d`` overlap iff ``-e_y < c * d + g <
+e_x``: an interval of ``d``, so the smallest distance is exact for the boxes
+(and a lower bound for the accesses inside them: on the safe side).
+Strides that differ or are not constant are bounded over every ``k`` and
+``d`` at once: disjoint when the bound proves it, else assumed to overlap at
+every distance.  An assumed overlap is never a guess of a larger distance:
+the hazard takes the smallest distance of the range (1, or 0 inside an
+iteration), the accesses are kept in order from there on, and its
+``reason`` (shown by ``explain()``) says what could not be proven.  Across
+iterations regions are compared only for buffers TVM does not version: a
+buffer it owns is compacted to one iteration's footprint
+(``CompactBufferAllocation``), so ``T[i, j]`` of two iterations is the same
+storage (found by the differential tests: an outer ``T[i, j]`` moved into
+the loop, with a trailing write).
 
 The kinds are reported (``raw`` / ``war`` / ``waw``) for messages only;
 every one of these dependences is checked the same way.  In the graph a
@@ -61,11 +81,8 @@ import math
 from dataclasses import dataclass
 
 from ..model import Edge
-from .ir import children, const_int, s_tir, tvm
+from .ir import children, const_int, s_tir, substitute, tvm
 from .loops import loop_body_allocations
-
-#: How many loop-carried distances are tested one by one before the rest is tested as one range.
-_EXACT_DISTANCES = 4
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,14 @@ class Hazard:
     distance: int
     buffer: str
     kind: str  # "raw", "war" or "waw"
+    #: '' when the overlap at ``distance`` is proven from the index arithmetic; else what was assumed
+    #: (the accesses are then kept in order from that distance on)
+    reason: str = ""
+
+    def describe(self, names) -> str:
+        """One line for messages: ``src -> dst (kind on 'buffer', distance d[; reason])``."""
+        why = f"; {self.reason}" if self.reason else ""
+        return f"{names[self.src]} -> {names[self.dst]} ({self.kind} on '{self.buffer}', distance {self.distance}{why})"
 
 
 # -- which buffers TVM versions ------------------------------------------------
@@ -109,52 +134,145 @@ def versioned_buffers(func, loop_node) -> frozenset[str]:
     return frozenset(n for n in names if seen.count(n) <= 1)
 
 
-# -- region overlap -----------------------------------------------------------------
+# -- the iterations and region overlap ----------------------------------------------
+#: Bounds at or beyond this magnitude are TVM's "unbounded" (its +-inf sentinels).
+_UNBOUNDED = 2 ** 62
+
+
+class Iterations:
+    """The iterations of the pipelined loop, numbered as InjectSoftwarePipeline numbers them.
+
+    TVM's CanonicalizeLoop (the first pass before InjectSoftwarePipeline)
+    rewrites ``for i in range(min, min + extent, step)`` into ``for i' in
+    range(ceildiv(extent, step))`` with ``i = min + step * i'`` (it keeps the
+    loop variable), so the pipeline shifts statements by whole iterations
+    ``k`` of ``i = min + step * k``, ``k = 0 .. trip - 1``.  ``canonical``
+    writes an index of the loop as written in terms of ``k`` (the loop
+    variable then stands for ``k``); ``bounds`` are constant bounds of an
+    expression over the iterations.
+    """
+
+    def __init__(self, var, start, step: int, trip: int):
+        self.var, self.min, self.step, self.trip = var, start, int(step), int(trip)
+        self._an = tvm.sym.Analyzer()
+        self._an.bind(var, tvm.ir.Range.from_min_extent(0, max(1, self.trip)))
+
+    def canonical(self, expr):
+        """``expr`` (in the loop variable as written) in terms of the iteration number ``k``."""
+        if self.step == 1 and const_int(self.min) == 0:
+            return expr
+        return self._an.simplify(substitute(expr, [(self.var, self.min + self.step * self.var)]))
+
+    def bounds(self, expr) -> tuple[int, int] | None:
+        """(min, max) of ``expr`` (in ``k``) over the iterations, or None when TVM cannot bound it."""
+        b = self._an.const_int_bound(self._an.simplify(expr))
+        lo, hi = int(b.min_value), int(b.max_value)
+        return None if abs(lo) >= _UNBOUNDED or abs(hi) >= _UNBOUNDED else (lo, hi)
+
+    def __repr__(self) -> str:
+        return f"Iterations({self.var.name} = {self.min} + {self.step} * k, k < {self.trip})"
+
+
 def _affine(expr, var):
-    """(coefficient, offset) of ``expr`` = coefficient * var + offset, both constants; or None."""
+    """(coefficient, offset) of ``expr`` = coefficient * var + offset, the coefficient a constant; or None."""
     try:
         coef = tvm.sym.detect_linear_equation(expr, [var])
     except Exception:  # noqa: BLE001
         return None
     if len(coef) != 2:
         return None
-    c, b = const_int(coef[0]), const_int(coef[1])
-    return None if c is None or b is None else (c, b)
+    c = const_int(coef[0])
+    return None if c is None else (c, coef[1])
 
 
-def _disjoint(rx, ry, var, dlo: int, dhi: int) -> bool:
-    """Are region ``rx`` (iteration j) and ``ry`` (iteration j + d) disjoint for every d in [dlo, dhi]?"""
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+def _dim_distances(ax, ay, it: Iterations, dlo: int, dhi: int, buf: str):
+    """The distances d in [dlo, dhi] at which one dimension of region x (iteration k) and of region y
+    (iteration k + d) may overlap: ``((lo, hi) or None when never, reason)``; ``reason`` is non-empty
+    when the dimension could not be decided exactly and every distance of the range is assumed."""
+    name = it.var.name
+    ext = [it.bounds(it.canonical(e)) for e in (ax.extent, ay.extent)]
+    if ext[0] is None or ext[1] is None:
+        return (dlo, dhi), f"the extent of an access to '{buf}' has no bound"
+    ex, ey = ext[0][1], ext[1][1]
+    sx, sy = it.canonical(ax.min), it.canonical(ay.min)
+    fx, fy = _affine(sx, it.var), _affine(sy, it.var)
+    if fx is not None and fy is not None and fx[0] == fy[0]:
+        # start_y(k + d) - start_x(k) = c * d + g; the boxes overlap iff -ey < c * d + g < ex
+        c, g = fx[0], it.bounds(fy[1] - fx[1])
+        if g is None:
+            return (dlo, dhi), f"'{buf}'[{ay.min}] vs '{buf}'[{ax.min}]: offset {fy[1] - fx[1]} has no bound"
+        low, high = 1 - ey - g[1], ex - 1 - g[0]  # overlap iff low <= c * d <= high
+        if c == 0:
+            span = (dlo, dhi) if low <= 0 <= high else None
+        elif c > 0:
+            span = (max(dlo, _ceil_div(low, c)), min(dhi, high // c))
+        else:
+            span = (max(dlo, _ceil_div(high, c)), min(dhi, low // c))
+        if span is not None and span[0] > span[1]:
+            span = None
+        why = "" if g[0] == g[1] else (f"'{buf}'[{ay.min}] vs '{buf}'[{ax.min}]: offset {fy[1] - fx[1]} is not "
+                                       f"constant (bounded to [{g[0]}, {g[1]}])")
+        return span, why
+    # different or non-constant strides: bound the gap over every iteration k and distance d of the range
+    d = tvm.tirx.Var("d", it.var.ty.dtype)
+    an = tvm.sym.Analyzer()
+    an.bind(it.var, tvm.ir.Range.from_min_extent(0, max(1, it.trip)))
+    an.bind(d, tvm.ir.Range.from_min_extent(dlo, dhi - dlo + 1))
+    gb = an.const_int_bound(an.simplify(substitute(sy, [(it.var, it.var + d)]) - sx))
+    if (abs(int(gb.min_value)) < _UNBOUNDED and int(gb.min_value) >= ex) or \
+            (abs(int(gb.max_value)) < _UNBOUNDED and int(gb.max_value) <= -ey):
+        return None, ""
+    return (dlo, dhi), f"'{buf}'[{ay.min}] vs '{buf}'[{ax.min}]: not one constant stride in '{name}'"
+
+
+def _region_distance(rx, ry, it: Iterations, dlo: int, dhi: int, buf: str) -> tuple[int | None, str]:
+    """Smallest d in [dlo, dhi] at which region ``rx`` (iteration k) may overlap ``ry`` (iteration k + d).
+
+    Regions are boxes: they overlap iff every dimension overlaps, so one
+    dimension that never overlaps proves them disjoint.  Returns (d or None,
+    the reasons of the dimensions that were assumed to overlap).
+    """
     if len(rx.region) != len(ry.region):
-        return False
+        return dlo, f"'{buf}' accessed with {len(rx.region)} and {len(ry.region)} indices"
+    lo, hi, why = dlo, dhi, []
     for ax, ay in zip(rx.region, ry.region):
-        fx, fy = _affine(ax.min, var), _affine(ay.min, var)
-        ex, ey = const_int(ax.extent), const_int(ay.extent)
-        if fx is None or fy is None or ex is None or ey is None or fx[0] != fy[0]:
-            continue
-        c, bx, by = fx[0], fx[1], fy[1]
-        # start_y - start_x = c * d + (by - bx), linear in d: check both ends of [dlo, dhi]
-        gaps = [c * d + by - bx for d in (dlo, dhi)]
-        if all(g >= ex for g in gaps) or all(-g >= ey for g in gaps):
-            return True
-    return False
+        span, reason = _dim_distances(ax, ay, it, dlo, dhi, buf)
+        if span is None:
+            return None, ""
+        lo, hi = max(lo, span[0]), min(hi, span[1])
+        if lo > hi:
+            return None, ""
+        if reason:
+            why.append(reason)
+    return lo, "; ".join(why)
 
 
-def _overlap(regs_x, regs_y, var, dlo, dhi) -> bool:
-    """May any region of x (iteration j) overlap any region of y (iteration j + d), d in [dlo, dhi]?"""
-    if not regs_x or not regs_y:
-        return True  # an access we could not see a region for: assume the worst
-    return any(not _disjoint(rx, ry, var, dlo, dhi) for rx in regs_x for ry in regs_y)
+def _first_overlap(regs_x, regs_y, it: Iterations, dlo: int, dhi: int, buf: str) -> tuple[int | None, str]:
+    """Smallest d in [dlo, dhi] at which any region of x (iteration k) may overlap any of y (iteration k + d).
+
+    ``(d or None, reason)``: ``reason`` is empty when d is proven from the
+    index arithmetic, else says what was assumed (ties go to a proven pair).
+    """
+    if dlo > dhi:
+        return None, ""
+    if not regs_x or not regs_y:  # an access we could not see a region for: assume the worst
+        return dlo, f"the regions of '{buf}' are not known (a statement TVM's passes rewrite)"
+    best: tuple[int | None, str] = (None, "")
+    for rx in regs_x:
+        for ry in regs_y:
+            d, why = _region_distance(rx, ry, it, dlo, dhi, buf)
+            if d is not None and (best[0] is None or (d, bool(why)) < (best[0], bool(best[1]))):
+                best = (d, why)
+    return best
 
 
-def _min_distance(regs_x, regs_y, var, trip: int) -> int | None:
-    """Smallest d >= 1 (below ``trip``) at which x of iteration j may touch what y of j + d touches."""
-    last = trip - 1
-    for d in range(1, min(_EXACT_DISTANCES, last) + 1):
-        if _overlap(regs_x, regs_y, var, d, d):
-            return d
-    if last > _EXACT_DISTANCES and _overlap(regs_x, regs_y, var, _EXACT_DISTANCES + 1, last):
-        return _EXACT_DISTANCES + 1
-    return None
+def _overlap(regs_x, regs_y, it: Iterations, buf: str) -> bool:
+    """May a region of x overlap a region of y in the same iteration?"""
+    return _first_overlap(regs_x, regs_y, it, 0, 0, buf)[0] is not None
 
 
 # -- the hazards --------------------------------------------------------------------
@@ -171,19 +289,20 @@ def statement_regions(stmt, buffer_map) -> tuple[dict, dict]:
     return r, w
 
 
-def hazards(stmts, regions, loop_var, trip: int, versioned) -> list[Hazard]:
+def hazards(stmts, regions, it: Iterations, versioned) -> list[Hazard]:
     """The dependences on buffers TVM does not version (see the module docstring).
 
     ``stmts``: the StmtInfo of the pipeline statements (``reads`` / ``writes``
     buffer names); ``regions[i]``: (reads, writes) name -> [BufferRegion] of
     statement i (the pieces of a nested pipeline share their loop's regions);
-    ``versioned``: names TVM multi-versions (``versioned_buffers``).
+    ``it``: the loop's iterations (``Iterations``: its min, step and trip
+    count); ``versioned``: names TVM multi-versions (``versioned_buffers``).
     """
     out: list[Hazard] = []
     names = sorted({b for s in stmts for b in (*s.reads, *s.writes)})
     for buf in names:
         touch = [s.index for s in stmts if buf in s.reads or buf in s.writes]
-        carried = buf not in versioned or not _regular(buf, touch, stmts, regions, loop_var)
+        carried = buf not in versioned or not _regular(buf, touch, stmts, regions, it)
         for x in touch:
             for y in touch:
                 if x == y:
@@ -193,25 +312,34 @@ def hazards(stmts, regions, loop_var, trip: int, versioned) -> list[Hazard]:
                 if not (wx or wy):
                     continue
                 kind = "raw" if wx and buf in sy.reads else ("war" if wy and buf in sx.reads else "waw")
-                rx_r, rx_w = regions[x][0].get(buf, []), regions[x][1].get(buf, [])
-                ry_r, ry_w = regions[y][0].get(buf, []), regions[y][1].get(buf, [])
-                if x < y and _pairs_overlap(wx, wy, rx_r, rx_w, ry_r, ry_w, loop_var, 0, 0):
-                    out.append(Hazard(x, y, 0, buf, kind))
-                    continue
+                pairs = _pairs(wx, wy, regions[x], regions[y], buf)
+                if x < y:
+                    d, why = _pairs_first(pairs, it, 0, 0, buf)
+                    if d is not None:
+                        out.append(Hazard(x, y, 0, buf, kind, _assumed(why, "may overlap in one iteration")))
+                        continue
                 if not carried:
                     continue
                 if buf in versioned:
                     # TVM compacts a buffer it owns to one iteration's footprint: indices that differ
                     # between iterations share storage, so regions prove nothing across iterations
-                    d = 1 if trip > 1 else None
+                    d, why = (1 if it.trip > 1 else None), (f"'{buf}' is read before it is written or written "
+                                                             "without a later read in the iteration: TVM's "
+                                                             "versions do not separate iterations")
                 else:
-                    d = _pairs_min_distance(wx, wy, rx_r, rx_w, ry_r, ry_w, loop_var, trip)
+                    d, why = _pairs_first(pairs, it, 1, it.trip - 1, buf)
+                    why = _assumed(why, "distance not proven")
                 if d is not None:
-                    out.append(Hazard(x, y, d, buf, kind))
+                    out.append(Hazard(x, y, d, buf, kind, why))
     return out
 
 
-def _regular(buf, touch, stmts, regions, loop_var) -> bool:
+def _assumed(why: str, what: str) -> str:
+    """The reason text of a hazard whose overlap was assumed ('' when it was proven)."""
+    return f"{what}, order kept: {why}" if why else ""
+
+
+def _regular(buf, touch, stmts, regions, it) -> bool:
     """Is ``buf`` used so that TVM's ``use - def + 1`` versions separate the iterations?
 
     True when no statement reads ``buf`` before a write of the same iteration
@@ -224,19 +352,21 @@ def _regular(buf, touch, stmts, regions, loop_var) -> bool:
         sx = stmts[x]
         rx_r = regions[x][0].get(buf, [])
         if buf in sx.exposed and not any(  # a read that no earlier write of the iteration covers
-                buf in stmts[y].writes and _overlap(regions[y][1].get(buf, []), rx_r, loop_var, 0, 0)
+                buf in stmts[y].writes and _overlap(regions[y][1].get(buf, []), rx_r, it, buf)
                 for y in touch if y < x):
             return False
         if buf in sx.writes:
             rx_w = regions[x][1].get(buf, [])
             later = [y for y in touch if y > x and buf in stmts[y].reads]
-            if not any(_overlap(rx_w, regions[y][0].get(buf, []), loop_var, 0, 0) for y in later):
+            if not any(_overlap(rx_w, regions[y][0].get(buf, []), it, buf) for y in later):
                 return False
     return True
 
 
-def _pairs(wx, wy, rx_r, rx_w, ry_r, ry_w):
+def _pairs(wx, wy, reg_x, reg_y, buf):
     """Region lists that conflict: x's writes vs everything of y, everything of x vs y's writes."""
+    rx_r, rx_w = reg_x[0].get(buf, []), reg_x[1].get(buf, [])
+    ry_r, ry_w = reg_y[0].get(buf, []), reg_y[1].get(buf, [])
     pairs = []
     if wx:
         pairs.append((rx_w, ry_r + ry_w))
@@ -245,14 +375,11 @@ def _pairs(wx, wy, rx_r, rx_w, ry_r, ry_w):
     return pairs
 
 
-def _pairs_overlap(wx, wy, rx_r, rx_w, ry_r, ry_w, var, dlo, dhi) -> bool:
-    return any(_overlap(a, b, var, dlo, dhi) for a, b in _pairs(wx, wy, rx_r, rx_w, ry_r, ry_w))
-
-
-def _pairs_min_distance(wx, wy, rx_r, rx_w, ry_r, ry_w, var, trip) -> int | None:
-    ds = [_min_distance(a, b, var, trip) for a, b in _pairs(wx, wy, rx_r, rx_w, ry_r, ry_w)]
-    ds = [d for d in ds if d is not None]
-    return min(ds) if ds else None
+def _pairs_first(pairs, it, dlo, dhi, buf) -> tuple[int | None, str]:
+    """The smallest distance in [dlo, dhi] at which a pair of region lists may overlap, with its reason."""
+    found = [_first_overlap(a, b, it, dlo, dhi, buf) for a, b in pairs]
+    found = [(d, why) for d, why in found if d is not None]
+    return min(found, key=lambda f: (f[0], bool(f[1]))) if found else (None, "")
 
 
 def merge_hazards(graph, found, stmts, quantum):

@@ -149,7 +149,8 @@ def annotation_from_schedule(schedule, graph: Graph,
 
 
 def buffer_versions(ann: PipelineAnnotation, writes: Sequence[Iterable[str]],
-                    reads: Sequence[Iterable[str]], double_buffered: Iterable[str] = ()) -> dict[str, int]:
+                    reads: Sequence[Iterable[str]], double_buffered: Iterable[str] = (),
+                    versioned: Iterable[str] | None = None) -> dict[str, int]:
     """How many versions TVM allocates for each buffer written in the pipeline.
 
     TVM's rule (``ComputeBufferVersions``): ``use - def + 1`` with ``def`` the
@@ -159,8 +160,12 @@ def buffer_versions(ann: PipelineAnnotation, writes: Sequence[Iterable[str]],
     ``writes[i]`` / ``reads[i]``: buffer names of statement i.
     ``double_buffered``: buffers a block marks ``double_buffer_scope`` (dlight's
     copies): TVM gives them two versions where the rule gives one.
+    ``versioned``: the buffers TVM multi-versions at all (those allocated in
+    the loop body, ``Extraction.versioned``); every other buffer (a parameter,
+    a buffer used after the loop) keeps one copy.  None: every written buffer.
     """
     double_buffered = set(double_buffered)
+    owned = None if versioned is None else set(versioned)
     writes = [set(w) for w in writes]
     reads = [set(r) for r in reads]
     out = {}
@@ -175,7 +180,7 @@ def buffer_versions(ann: PipelineAnnotation, writes: Sequence[Iterable[str]],
             n = 1
         if n == 1 and buf in double_buffered:
             n = 2
-        out[buf] = n
+        out[buf] = n if owned is None or buf in owned else 1
     return out
 
 
