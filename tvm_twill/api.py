@@ -333,7 +333,9 @@ def _auto_one(sch, loop, target, opts: AutoPipelineOptions) -> PipelinePlan:
     caveat = normalization_warning(sched)
     if caveat:
         warnings.warn(f"auto_pipeline: loop '{ex.loop}': {caveat}", stacklevel=3)
-    waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
+    # a symbolic trip count: the waits of a loop long enough to reach the steady state (the body's counts)
+    trips = ex.trip_count if ex.trip_count is not None else 2 * ann.num_stages + 1
+    waits = async_waits(ann, graph, trips) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         warnings=(caveat,) if caveat else ())
@@ -410,13 +412,21 @@ def evaluate_annotation(sch, loop, target, *, machine=None, quantum: int | None 
 
 
 # -- explain ----------------------------------------------------------------------
+#: What a plan assumes of a loop whose trip count is symbolic (stated in explain()).
+SYMBOLIC_NOTE = ("symbolic trip count: the plan is the same for every trip count (the II is the steady "
+                 "state's); assumed: TVM's InjectSoftwarePipeline guards each prologue and epilogue statement "
+                 "with its iteration's bound, so a loop shorter than the stage count (0 iterations included) "
+                 "runs exactly the iterations that exist, with no overlap; the cp.async wait counts shown are "
+                 "the steady state's")
 def _explain(plan: PipelinePlan) -> str:
     ex, s, ann, g = plan.extraction, plan.schedule, plan.annotation, plan.graph
     q = plan.quantum
     m = plan.machine
-    L = [f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
+    L = [f"auto_pipeline: loop '{plan.loop}' ({ex.trips} iterations) for {plan.arch} on machine "
          f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
          f"times in machine cycles (the model counts in units of {q} cycles)"]
+    if ex.trip_count is None:
+        L.append(SYMBOLIC_NOTE)
     for inner in plan.inner:
         L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
                  f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")

@@ -134,6 +134,7 @@ class _Leaf:
     sfu: float = 0.0    # per instance
     vector_bytes: float = 0.0
     plain_copy: bool = False
+    reduce_steps: float = 1.0  # instances that update one element (a reduction block's reduce domain)
 
 
 def _calls(node):
@@ -356,8 +357,10 @@ class StatementAnalyzer:
             kind = "ldmatrix"
         else:
             kind = "alu"
+        steps = math.prod(const_int(iv.dom.extent) or 1 for iv in blk.iter_vars if int(iv.iter_type) == 2)
         return _Leaf(name=blk.name_hint, count=count, reads=reads, writes=writes, kind=kind, flops=flops,
-                     sfu=sfu, vector_bytes=vbytes, plain_copy=plain and kind == "copy")
+                     sfu=sfu, vector_bytes=vbytes, plain_copy=plain and kind == "copy",
+                     reduce_steps=float(max(1, steps)))
 
     def analyze(self, index: int, stmt) -> StmtInfo:
         """StmtInfo of one ordinary statement (not an inner pipeline)."""
@@ -419,7 +422,9 @@ class StatementAnalyzer:
         reg_writes = {}
         for w in writes:
             if is_register(scope_of(w.source)) and w.source.name not in exposed:
-                total = sum(lf.count * n for lf in leaves for b, n in lf.writes if b.same_as(w.source))
+                # the elements written: a reduction block updates each once per step of its reduce domain
+                total = sum(lf.count * n / lf.reduce_steps for lf in leaves for b, n in lf.writes
+                            if b.same_as(w.source))
                 reg_writes[w.source.name] = math.ceil(total / (self.threads_per_block * 4))
         async_ok = bool(leaves) and all(lf.kind == "copy" and lf.plain_copy and lf.vector_bytes * _vec_lanes(stmt)
                                         in (4, 8, 16) for lf in leaves)

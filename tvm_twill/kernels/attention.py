@@ -151,35 +151,33 @@ def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
                                     with T.init():
                                         m_new[r] = m[r]
                                     m_new[r] = T.max(m_new[r], T.if_then_else({mask}, S[r, cc], T.float32({NEG_INF})))
-                        with T.sblock("P"):
-                            for tx in {th}:
-                                for c in T.serial({bn}):
-                                    with T.sblock("P_exp"):
-                                        r = T.axis.spatial({bm}, tx)
-                                        cc = T.axis.spatial({bn}, c)
-                                        {jv}
-                                        P[r, cc] = T.Cast("float16", T.if_then_else({mask}, T.exp(S[r, cc] - m_new[r]), T.float32(0)))
-                                with T.sblock("corr"):
-                                    r = T.axis.spatial({bm}, tx)
-                                    corr[r] = T.exp(m[r] - m_new[r])
                         for tx in {th}:
                             for c in T.serial({bn}):
-                                with T.sblock("l"):
+                                with T.sblock("P"):
                                     r = T.axis.spatial({bm}, tx)
-                                    cc = T.axis.reduce({bn}, c)
-                                    with T.init():
-                                        l[r] = l[r] * corr[r]
-                                    l[r] = l[r] + T.Cast("float32", P[r, cc])
-                        with T.sblock("O_scale"):
-                            for tx in {th}:
-                                for k in T.serial({d}):
-                                    with T.sblock("O_rescale"):
-                                        r = T.axis.spatial({bm}, tx)
-                                        c = T.axis.spatial({d}, k)
-                                        O_acc[r, c] = O_acc[r, c] * corr[r]
-                                with T.sblock("m_update"):
+                                    cc = T.axis.spatial({bn}, c)
+                                    {jv}
+                                    P[r, cc] = T.Cast("float16", T.if_then_else({mask}, T.exp(S[r, cc] - m_new[r]), T.float32(0)))
+                        for tx in {th}:
+                            with T.sblock("corr"):
+                                r = T.axis.spatial({bm}, tx)
+                                corr[r] = T.exp(m[r] - m_new[r])
+                        for tx in {th}:
+                            with T.sblock("l"):
+                                r = T.axis.spatial({bm}, tx)
+                                l[r] = l[r] * corr[r]
+                                for c in T.serial({bn}):
+                                    l[r] = l[r] + T.Cast("float32", P[r, c])
+                        for tx in {th}:
+                            for k in T.serial({d}):
+                                with T.sblock("O_scale"):
                                     r = T.axis.spatial({bm}, tx)
-                                    m[r] = m_new[r]
+                                    c = T.axis.spatial({d}, k)
+                                    O_acc[r, c] = O_acc[r, c] * corr[r]
+                        for tx in {th}:
+                            with T.sblock("m_update"):
+                                r = T.axis.spatial({bm}, tx)
+                                m[r] = m_new[r]
                         for tx in {th}:
                             for k, c in T.grid({d}, {bn}):
                                 with T.sblock("O"):
