@@ -165,9 +165,8 @@ def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
                         for tx in {th}:
                             with T.sblock("l"):
                                 r = T.axis.spatial({bm}, tx)
-                                l[r] = l[r] * corr[r]
                                 for c in T.serial({bn}):
-                                    l[r] = l[r] + T.Cast("float32", P[r, c])
+                                    l[r] = T.if_then_else(c == 0, l[r] * corr[r], l[r]) + T.Cast("float32", P[r, c])
                         for tx in {th}:
                             for k in T.serial({d}):
                                 with T.sblock("O_scale"):
