@@ -8,11 +8,14 @@
 * auto_pipeline puts the loads in an earlier async stage, the result matches numpy (causal and not, head
   dim 64 and 128) and compiles for CUDA sm_80 with cp.async.
 """
+import re
+
 import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
 import tvm  # noqa: E402
+import tvm_ffi  # noqa: E402
 
 import tir_gen  # noqa: E402
 from tvm_twill.api import SYMBOLIC_NOTE, auto_pipeline  # noqa: E402
@@ -20,6 +23,7 @@ from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda  # noqa: E402
 from tvm_twill.kernels import AttentionShape, attention_reference, fa_forward  # noqa: E402
 from tvm_twill.transforms import apply_annotation  # noqa: E402
+from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, constant_async_waits  # noqa: E402
 
 BN = AttentionShape().block_n
 
@@ -47,6 +51,10 @@ def test_kv_loop_extracts_to_the_figure_1_graph():
     assert [(op.name, op.unit) for op in g.ops] == EXPECTED_OPS
     assert {(e.src, e.dst, e.distance) for e in g.edges} == EXPECTED_EDGES
     assert ex.trip_count is None and ex.extent == f"(n + {BN - 1}) // {BN}"
+    # registers per thread of the tiles handed on: S is 32 fp32 per thread (each element once, not per
+    # step of the reduction over the head dim), the new row max one
+    regs = {op.name: op.regs for op in g.ops}
+    assert regs["S"] == BN and regs["m_new"] == 1 and regs["P"] == BN // 2
     # contracted to the paper's three ops: S (TC) -> P (SFU) -> O (TC), O carried to the next iteration
     paper = tvm_twill_fig1()
     assert [(o.name, o.unit) for o in paper.ops] == [("S", "TC"), ("P", "SFU"), ("O", "TC")]
@@ -117,6 +125,32 @@ def test_pipelined_attention_matches_numpy(causal, d):
 
 
 def test_pipelined_attention_compiles_for_sm80_with_cp_async(plan64):
-    sch, _, _ = plan64
-    _, src = compile_cuda(sch, "sm_80")
-    assert "cp.async" in src and "cp.async.wait_group" in src
+    sch, plan, _ = plan64
+    # TVM's own pipeline leaves the guarded prologue's wait counts symbolic, which CUDA codegen refuses
+    with pytest.raises(ValueError, match="immediate operands must become compile-time constants"):
+        compile_cuda(sch, "sm_80")
+    assert plan.tir_pipeline == SWP_PIPELINE
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=plan.tir_pipeline)
+    assert "cp.async.cg.shared.global" in src or "cp.async.ca.shared.global" in src
+    waits = set(re.findall(r"cp\.async\.wait_group (\S+);", src))
+    assert waits and all(w.isdigit() for w in waits)
+
+
+def test_constant_async_waits_takes_the_smallest_count():
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def waits(A: T.Buffer((8,), "float32"), n: T.int32):
+        for j in T.unroll(3):
+            with T.attr(0, "async_wait_queue_scope", 0):
+                with T.attr(0, "async_wait_inflight_count", T.if_then_else(j < n, 3, 1)):
+                    A[j] = T.float32(1)
+        for j in range(4):
+            with T.attr(0, "async_wait_queue_scope", 0):
+                with T.attr(0, "async_wait_inflight_count", 2):
+                    A[j] = T.float32(2)
+
+    counts = []
+    tvm_ffi.structural_walk(constant_async_waits(waits).body, [
+        (tvm.tirx.AttrStmt, lambda a: counts.append(a.value) if a.attr_key == "async_wait_inflight_count" else None)])
+    assert [int(c.value) for c in counts] == [1, 2]

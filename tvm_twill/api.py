@@ -43,6 +43,7 @@ from .report import normalization_warning, role_name
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
+from .transforms.swp_lowering import register_swp_pipeline
 from .stages import FIT_NOTE, fit_shared, shared_memory
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -138,9 +139,14 @@ class PipelinePlan:
     @property
     def tir_pipeline(self) -> str | None:
         """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
-        when the loop was warp-specialized, else None (TVM's default)."""
+        when the loop was warp-specialized, ``tvm_twill_swp`` (constant cp.async wait counts, see
+        ``transforms.swp_lowering``) for async stages on a loop of symbolic extent, else None (TVM's default)."""
         ws = self.warp_specialization
-        return ws.tir_pipeline if ws is not None and self.applied else None
+        if ws is not None and self.applied and ws.tir_pipeline is not None:
+            return ws.tir_pipeline
+        if self.applied and self.annotation.async_stages and self.extraction.trip_count is None:
+            return register_swp_pipeline()
+        return None
 
     @property
     def graph(self) -> Graph:
@@ -260,7 +266,9 @@ def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None,
     0.27 guards its prologue and epilogue (checked on the CPU by
     tests/test_differential.py), and the default stage bound is at most the
     trip count.
-    Raises UnsupportedLoopError (control flow, dynamic extent, single
+    A loop of symbolic extent is planned for every trip count (see
+    ``SYMBOLIC_NOTE``; compile it with ``plan.tir_pipeline``).
+    Raises UnsupportedLoopError (control flow, non-constant step, single
     statement, ...), UnsupportedTargetError (non-CUDA, before sm_80),
     InfeasibleError / SolverTimeoutError from the solver.
     """
@@ -417,7 +425,8 @@ SYMBOLIC_NOTE = ("symbolic trip count: the plan is the same for every trip count
                  "state's); assumed: TVM's InjectSoftwarePipeline guards each prologue and epilogue statement "
                  "with its iteration's bound, so a loop shorter than the stage count (0 iterations included) "
                  "runs exactly the iterations that exist, with no overlap; the cp.async wait counts shown are "
-                 "the steady state's")
+                 "the steady state's (TVM makes the prologue's counts depend on the trip count: compile with "
+                 "plan.tir_pipeline, which waits for every copy there)")
 def _explain(plan: PipelinePlan) -> str:
     ex, s, ann, g = plan.extraction, plan.schedule, plan.annotation, plan.graph
     q = plan.quantum

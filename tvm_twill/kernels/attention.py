@@ -195,7 +195,7 @@ def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
 
 def fa_forward(shape: AttentionShape | None = None, *, gpu: bool = True, **kw):
     """The attention-forward PrimFunc of ``shape`` (or ``AttentionShape(**kw)``); see the module docstring."""
-    import tvm
+    from ..frontend.ir import tvm  # TVM through the front-end's one import point
 
     s = shape if shape is not None else AttentionShape(**kw)
     s.check()
