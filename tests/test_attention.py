@@ -95,7 +95,7 @@ def plan64():
 
 
 def test_symbolic_trip_count_is_planned_with_loads_in_an_earlier_async_stage(plan64):
-    sch, plan, _ = plan64
+    _, plan, _ = plan64
     ann = plan.annotation
     assert plan.applied
     load = max(ann.stages[0], ann.stages[1])
@@ -117,7 +117,7 @@ def test_short_and_ragged_kv_lengths_compute_the_same(plan64, tiles):
 
 @pytest.mark.parametrize("causal,d", [(False, 128), (True, 64), (True, 128)])
 def test_pipelined_attention_matches_numpy(causal, d):
-    _, plan, cpu = _plan(causal, d)
+    _, _, cpu = _plan(causal, d)
     args = _inputs(3 * BN + 5, d=d, seed=1)
     got = _run(cpu.mod, args).astype(np.float32)
     want = attention_reference(*args[:3], causal=causal)
