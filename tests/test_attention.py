@@ -23,6 +23,7 @@ from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda  # noqa: E402
 from tvm_twill.kernels import AttentionShape, attention_reference, fa_forward  # noqa: E402
 from tvm_twill.transforms import apply_annotation  # noqa: E402
+from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
 from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, constant_async_waits  # noqa: E402
 
 BN = AttentionShape().block_n
@@ -134,6 +135,11 @@ def test_pipelined_attention_compiles_for_sm80_with_cp_async(plan64):
     assert "cp.async.cg.shared.global" in src or "cp.async.ca.shared.global" in src
     waits = set(re.findall(r"cp\.async\.wait_group (\S+);", src))
     assert waits and all(w.isdigit() for w in waits)
+    lines = ptxas_report(src, "sm_80")  # nvcc accepts the kernel, without spills
+    if lines is None:
+        pytest.skip("nvcc not installed: the CUDA source was generated, ptxas not run")
+    spills = [ln for ln in lines if "spill" in ln]
+    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills)
 
 
 def test_constant_async_waits_takes_the_smallest_count():
