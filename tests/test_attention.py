@@ -21,7 +21,7 @@ import tir_gen  # noqa: E402
 from tvm_twill.api import SYMBOLIC_NOTE, auto_pipeline  # noqa: E402
 from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda  # noqa: E402
-from tvm_twill.kernels import AttentionShape, attention_reference, fa_forward  # noqa: E402
+from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward  # noqa: E402
 from tvm_twill.transforms import apply_annotation  # noqa: E402
 from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
 from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, constant_async_waits  # noqa: E402
@@ -47,7 +47,7 @@ def _kv_schedule(gpu=True, **kw):
 
 
 def test_kv_loop_extracts_to_the_figure_1_graph():
-    ex = extract_loop(_kv_schedule(), "j", "sm_80")
+    ex = extract_loop(_kv_schedule(), KV_LOOP, "sm_80")
     g = ex.graph
     assert [(op.name, op.unit) for op in g.ops] == EXPECTED_OPS
     assert {(e.src, e.dst, e.distance) for e in g.edges} == EXPECTED_EDGES
@@ -84,8 +84,9 @@ def _run(mod, args):
 def _plan(causal, d, apply=True):
     """auto_pipeline planned on the GPU kernel, its annotation written on the CPU kernel (same statements)."""
     sch = _kv_schedule(head_dim=d, causal=causal)
-    plan = auto_pipeline(sch, "j", "sm_80", time_limit=120, apply=apply)
+    plan = auto_pipeline(sch, KV_LOOP, "sm_80", time_limit=120, apply=apply)
     cpu = _kv_schedule(gpu=False, head_dim=d, causal=causal)
+    assert extract_loop(cpu, KV_LOOP, "sm_80").names == plan.extraction.names  # the same statements
     apply_annotation(cpu, cpu.get_loops(cpu.get_sblock("kv"))[-1], plan.annotation)
     return sch, plan, cpu
 

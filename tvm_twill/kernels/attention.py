@@ -4,24 +4,28 @@
 ``Q, O: (heads, q_len, head_dim)`` and ``K, V: (heads, n, head_dim)`` fp16,
 ``n`` the symbolic KV length.  One thread block computes ``block_m`` query
 rows of one head (one thread per row: a SIMT kernel, no tensor-core
-intrinsics) and runs the KV loop ``kv`` over ``ceildiv(n, block_n)`` tiles.
-Each iteration is eight statements, the order of FlashAttention-2's inner
-loop:
+intrinsics) and runs the KV loop ``KV_LOOP`` (``j``, its body the block
+``kv``) over ``ceildiv(n, block_n)`` tiles.
+Each iteration is ten statements, in the order of FlashAttention-2's inner
+loop; each is one thread loop over the rows with one leaf block (TVM's
+passes before InjectSoftwarePipeline would split a statement of several):
 
-====  =========  =====================================================
- #    name       what it does
-====  =========  =====================================================
- 0    ``K_load``  K tile -> shared (zero past ``n``: predicated copy)
- 1    ``V_load``  V tile -> shared (same)
- 2    ``S``       S = Q K^T (fp16 inputs, fp32 accumulation)
- 3    ``m_new``   row max of the masked S, with the running max
- 4    ``P``       P = exp(S - m_new) (0 where masked, stored fp16) and
-                  the correction exp(m - m_new)
- 5    ``l``       running row sum: l = l * corr + sum(P)
- 6    ``O_scale`` O *= corr; m = m_new
- 7    ``O``       O += P V (fp16 inputs, fp32 accumulation)
-====  =========  =====================================================
+====  ============  ==================================================
+ #    name          what it does
+====  ============  ==================================================
+ 0    ``K_load``    K tile -> shared (zero past ``n``: predicated copy)
+ 1    ``V_load``    V tile -> shared (same)
+ 2    ``S``         S = Q K^T (fp16 inputs, fp32 accumulation)
+ 3    ``m_new``     row max of the masked S, with the running max ``m``
+ 4    ``P``         P = exp(S - m_new), 0 where masked, stored fp16
+ 5    ``corr``      the correction exp(m - m_new)
+ 6    ``l``         running row sum: l = l * corr + sum(P)
+ 7    ``O_scale``   O *= corr
+ 8    ``m_update``  m = m_new
+ 9    ``O``         O += P V (fp16 inputs, fp32 accumulation)
+====  ============  ==================================================
 
+Scores are not scaled: fold 1/sqrt(head_dim) into Q.
 The softmax state ``m``, ``l`` and the accumulator ``O_acc`` (fp32) live
 across iterations (allocated outside the loop: loop-carried).  Masks: key
 ``c`` is seen by query ``r`` when ``c < n`` and, if ``causal``, ``c <= r``
@@ -40,8 +44,10 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["AttentionShape", "attention_reference", "fa_forward"]
+__all__ = ["KV_LOOP", "AttentionShape", "attention_reference", "fa_forward"]
 
+#: Name of the KV loop (``auto_pipeline(sch, KV_LOOP, target)``).
+KV_LOOP = "j"
 #: Finite "minus infinity" of the running max (exp of a difference of two of them stays finite).
 NEG_INF = -1.0e30
 
