@@ -94,12 +94,75 @@ def _load(name: str, src: str, s: AttentionShape, gpu: bool) -> str:
                                             {name}_s[r, c] = T.if_then_else(jv * {bn} + r < n, {src}[h, jv * {bn} + r, c], T.float16(0))"""
 
 
+def _scores(s: AttentionShape, gpu: bool) -> str:
+    """Statements 2-5: S = Q K^T, the new row max, P = exp(S - m_new) and the correction exp(m - m_new)."""
+    bm, bn, d = s.block_m, s.block_n, s.head_dim
+    th = _thread("tx", bm, "threadIdx.x", gpu)
+    mask = f"jv * {bn} + cc < n" + (f" and jv * {bn} + cc <= qb * {bm} + r" if s.causal else "")
+    jv = f"jv = T.axis.spatial((n + {bn - 1}) // {bn}, j)"
+    return f"""                        for tx in {th}:
+                            for c, k in T.grid({bn}, {d}):
+                                with T.sblock("S"):
+                                    r = T.axis.spatial({bm}, tx)
+                                    cc = T.axis.spatial({bn}, c)
+                                    kk = T.axis.reduce({d}, k)
+                                    with T.init():
+                                        S[r, cc] = T.float32(0)
+                                    S[r, cc] = S[r, cc] + T.Cast("float32", Q_s[r, kk]) * T.Cast("float32", K_load_s[cc, kk])
+                        for tx in {th}:
+                            for c in T.serial({bn}):
+                                with T.sblock("m_new"):
+                                    r = T.axis.spatial({bm}, tx)
+                                    cc = T.axis.reduce({bn}, c)
+                                    {jv}
+                                    with T.init():
+                                        m_new[r] = m[r]
+                                    m_new[r] = T.max(m_new[r], T.if_then_else({mask}, S[r, cc], T.float32({NEG_INF})))
+                        for tx in {th}:
+                            for c in T.serial({bn}):
+                                with T.sblock("P"):
+                                    r = T.axis.spatial({bm}, tx)
+                                    cc = T.axis.spatial({bn}, c)
+                                    {jv}
+                                    P[r, cc] = T.Cast("float16", T.if_then_else({mask}, T.exp(S[r, cc] - m_new[r]), T.float32(0)))
+                        for tx in {th}:
+                            with T.sblock("corr"):
+                                r = T.axis.spatial({bm}, tx)
+                                corr[r] = T.exp(m[r] - m_new[r])"""
+
+
+def _updates(s: AttentionShape, gpu: bool) -> str:
+    """Statements 6-9: the running sum, O *= corr, m = m_new and O += P V."""
+    bm, bn, d = s.block_m, s.block_n, s.head_dim
+    th = _thread("tx", bm, "threadIdx.x", gpu)
+    return f"""                        for tx in {th}:
+                            with T.sblock("l"):
+                                r = T.axis.spatial({bm}, tx)
+                                for c in T.serial({bn}):
+                                    l[r] = T.if_then_else(c == 0, l[r] * corr[r], l[r]) + T.Cast("float32", P[r, c])
+                        for tx in {th}:
+                            for k in T.serial({d}):
+                                with T.sblock("O_scale"):
+                                    r = T.axis.spatial({bm}, tx)
+                                    c = T.axis.spatial({d}, k)
+                                    O_acc[r, c] = O_acc[r, c] * corr[r]
+                        for tx in {th}:
+                            with T.sblock("m_update"):
+                                r = T.axis.spatial({bm}, tx)
+                                m[r] = m_new[r]
+                        for tx in {th}:
+                            for k, c in T.grid({d}, {bn}):
+                                with T.sblock("O"):
+                                    r = T.axis.spatial({bm}, tx)
+                                    kk = T.axis.spatial({d}, k)
+                                    cc = T.axis.reduce({bn}, c)
+                                    O_acc[r, kk] = O_acc[r, kk] + T.Cast("float32", P[r, cc]) * T.Cast("float32", V_load_s[cc, kk])"""
+
+
 def _script(s: AttentionShape, gpu: bool) -> str:
     bm, bn, d = s.block_m, s.block_n, s.head_dim
     sh = "shared.dyn" if gpu else "global"
     th = _thread("tx", bm, "threadIdx.x", gpu)
-    mask = f"jv * {bn} + cc < n" + (f" and jv * {bn} + cc <= qb * {bm} + r" if s.causal else "")
-    jv = f"jv = T.axis.spatial((n + {bn - 1}) // {bn}, j)"
     return f"""
 @T.prim_func(s_tir=True)
 def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
@@ -139,57 +202,8 @@ def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
                         corr = T.sblock_alloc_buffer(({bm},), "float32", scope="local")
 {_load("K_load", "K", s, gpu)}
 {_load("V_load", "V", s, gpu)}
-                        for tx in {th}:
-                            for c, k in T.grid({bn}, {d}):
-                                with T.sblock("S"):
-                                    r = T.axis.spatial({bm}, tx)
-                                    cc = T.axis.spatial({bn}, c)
-                                    kk = T.axis.reduce({d}, k)
-                                    with T.init():
-                                        S[r, cc] = T.float32(0)
-                                    S[r, cc] = S[r, cc] + T.Cast("float32", Q_s[r, kk]) * T.Cast("float32", K_load_s[cc, kk])
-                        for tx in {th}:
-                            for c in T.serial({bn}):
-                                with T.sblock("m_new"):
-                                    r = T.axis.spatial({bm}, tx)
-                                    cc = T.axis.reduce({bn}, c)
-                                    {jv}
-                                    with T.init():
-                                        m_new[r] = m[r]
-                                    m_new[r] = T.max(m_new[r], T.if_then_else({mask}, S[r, cc], T.float32({NEG_INF})))
-                        for tx in {th}:
-                            for c in T.serial({bn}):
-                                with T.sblock("P"):
-                                    r = T.axis.spatial({bm}, tx)
-                                    cc = T.axis.spatial({bn}, c)
-                                    {jv}
-                                    P[r, cc] = T.Cast("float16", T.if_then_else({mask}, T.exp(S[r, cc] - m_new[r]), T.float32(0)))
-                        for tx in {th}:
-                            with T.sblock("corr"):
-                                r = T.axis.spatial({bm}, tx)
-                                corr[r] = T.exp(m[r] - m_new[r])
-                        for tx in {th}:
-                            with T.sblock("l"):
-                                r = T.axis.spatial({bm}, tx)
-                                for c in T.serial({bn}):
-                                    l[r] = T.if_then_else(c == 0, l[r] * corr[r], l[r]) + T.Cast("float32", P[r, c])
-                        for tx in {th}:
-                            for k in T.serial({d}):
-                                with T.sblock("O_scale"):
-                                    r = T.axis.spatial({bm}, tx)
-                                    c = T.axis.spatial({d}, k)
-                                    O_acc[r, c] = O_acc[r, c] * corr[r]
-                        for tx in {th}:
-                            with T.sblock("m_update"):
-                                r = T.axis.spatial({bm}, tx)
-                                m[r] = m_new[r]
-                        for tx in {th}:
-                            for k, c in T.grid({d}, {bn}):
-                                with T.sblock("O"):
-                                    r = T.axis.spatial({bm}, tx)
-                                    kk = T.axis.spatial({d}, k)
-                                    cc = T.axis.reduce({bn}, c)
-                                    O_acc[r, kk] = O_acc[r, kk] + T.Cast("float32", P[r, cc]) * T.Cast("float32", V_load_s[cc, kk])
+{_scores(s, gpu)}
+{_updates(s, gpu)}
                 for tx in {th}:
                     for k in T.serial({d}):
                         with T.sblock("store"):
