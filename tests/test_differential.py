@@ -15,7 +15,7 @@ runs it, then pipelines it and runs it again:
 
 Two families of loops: ``tir_gen.loop_specs`` (hypothesis: chains and
 diamonds of tiles at every allocation site, accumulators, write-after-write;
-``for i in range(N)``) and ``tir_gen.strided_spec(seed)`` (seeded: steps 1-4,
+``for i in range(N)``) and ``tir_gen_strided.strided_spec(seed)`` (seeded: steps 1-4,
 non-zero and symbolic mins, offsets either side of ``i`` on buffers TVM does
 not version, nests; see ``test_strided_loops_compute_the_same``).  The default
 run draws 150 + 50 loops; ``pytest --slow tests/test_differential.py`` 2000 +
@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from tvm.script import tirx as T  # noqa: E402
 
 import tir_gen  # noqa: E402
+import tir_gen_strided  # noqa: E402
 from tir_loops import short_loop, symbolic_chain  # noqa: E402
 from tvm_twill.api import auto_pipeline, evaluate_annotation  # noqa: E402
 from tvm_twill.errors import InputError, TwillError  # noqa: E402
@@ -166,7 +167,7 @@ STRIDED_SLOW = range(50, 50 + int(os.environ.get("TVM_TWILL_STRIDED_CASES", "300
 
 
 def _strided(seed, monkeypatch):
-    spec = tir_gen.strided_spec(seed)
+    spec = tir_gen_strided.strided_spec(seed)
     r = check_direct(spec, seed, draws=DRAWS)
     _count("strided direct: " + r.split(";")[0])
     with monkeypatch.context() as mp:
@@ -178,7 +179,7 @@ def _strided(seed, monkeypatch):
 
 @pytest.mark.parametrize("seed", STRIDED_DEFAULT)
 def test_strided_loops_compute_the_same(seed, monkeypatch):
-    """Random loops ``tir_gen.strided_spec(seed)``, each run on the CPU before and after pipelining
+    """Random loops ``tir_gen_strided.strided_spec(seed)``, each run on the CPU before and after pipelining
     (``check_direct``: a random legal annotation; ``check_auto``: auto_pipeline's plan).
 
     What the seeds cover (``test_strided_generator_covers_the_class`` checks it on the default seeds):
@@ -196,7 +197,7 @@ def test_strided_loops_compute_the_same(seed, monkeypatch):
 @pytest.mark.slow
 def test_strided_loops_compute_the_same_many(monkeypatch):
     """The campaign: every seed of ``STRIDED_SLOW``; the failing seeds are listed together at the end
-    (``tir_gen.build(tir_gen.strided_spec(seed))`` prints one)."""
+    (``tir_gen.build(tir_gen_strided.strided_spec(seed))`` prints one)."""
     failed = []
     for seed in STRIDED_SLOW:
         if seed % 250 == 0:
@@ -212,7 +213,7 @@ def test_strided_loops_compute_the_same_many(monkeypatch):
 
 def test_strided_generator_covers_the_class():
     """The default seeds draw every case the docstring of ``test_strided_loops_compute_the_same`` lists."""
-    specs = [tir_gen.strided_spec(s) for s in STRIDED_DEFAULT]
+    specs = [tir_gen_strided.strided_spec(s) for s in STRIDED_DEFAULT]
     shared = [(a, g) for sp in specs for st in sp.stmts for a in (st.dst, *st.srcs)
               for g in sp.shared if g[0] == a.buf]
     assert {sp.step for sp in specs} == {1, 2, 3, 4}
