@@ -37,7 +37,7 @@ from tvm.script import tirx as T  # noqa: E402
 
 import tir_gen  # noqa: E402
 import tir_gen_strided  # noqa: E402
-from tir_loops import short_loop  # noqa: E402
+from tir_loops import short_loop, symbolic_chain  # noqa: E402
 from tvm_twill.api import auto_pipeline, evaluate_annotation  # noqa: E402
 from tvm_twill.errors import InputError, TwillError  # noqa: E402
 from tvm_twill.frontend import costs as fe_costs  # noqa: E402
@@ -406,6 +406,20 @@ def test_trip_count_below_stage_count_runs_correctly_in_tvm(stages):
                      PipelineAnnotation(stages, (0, 1, 2, 3)))
     args = [np.array([3, -5], "float32"), np.zeros(2, "float32")]
     assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(short_loop, args)) == 0
+
+
+@pytest.mark.parametrize("stages", [(0, 1, 2, 3), (0, 0, 2, 2), (0, 3, 3, 3)])
+def test_symbolic_trip_counts_around_the_stage_count_run_correctly(stages):
+    """A loop of symbolic extent: every legal annotation computes the same for trip counts 0, 1, 2, the
+    stage count and beyond (TVM guards the prologue and epilogue with the iteration's bound)."""
+    ex = extract_loop(tvm.s_tir.Schedule(symbolic_chain), "i", "sm_80")
+    ann = PipelineAnnotation(stages, (0, 1, 2, 3))
+    assert ex.trip_count is None and not legality_violations(ann, ex.graph)
+    sch = tvm.s_tir.Schedule(symbolic_chain)
+    apply_annotation(sch, sch.get_loops(sch.get_sblock("compute"))[-1], ann)
+    for n in sorted({0, 1, 2, ann.num_stages, ann.num_stages + 3}):
+        args = [np.arange(n, dtype="float32") - 2, np.full(n, 7, "float32")]
+        assert _wrong(tir_gen.run_llvm(sch.mod, args), tir_gen.run_llvm(symbolic_chain, args)) == 0, n
 
 
 def test_short_loop_plan_stays_within_its_trip_count():

@@ -200,10 +200,11 @@ def test_copy_sfu_alu_statements():
     assert {(e.src, e.dst, e.distance) for e in ex.graph.edges} == {("load", "exp", 0), ("exp", "add", 0)}
 
 
-def test_dynamic_extent_is_rejected():
-    sch = tvm.s_tir.Schedule(dynamic_compute)
-    with pytest.raises(UnsupportedLoopError, match="loop 'i' has a dynamic extent"):
-        extract_loop(sch, "i", "sm_80")
+def test_dynamic_extent_is_extracted_with_a_symbolic_trip_count():
+    ex = extract_loop(tvm.s_tir.Schedule(dynamic_compute), "i", "sm_80")
+    assert ex.trip_count is None and ex.extent == "k" and ex.trips == "k"
+    assert "trip count k," in ex.describe()
+    assert {(e.src, e.dst, e.distance) for e in ex.graph.edges} >= {(ex.names[0], ex.names[1], 0)}
 
 
 def test_single_statement_is_rejected():

@@ -129,3 +129,24 @@ def strided_nest(a: T.handle, c: T.handle, n: T.int32):
                 for j in range(4):
                     with T.sblock("wr"):
                         G[o, i, j] = C[o, i, j] + T.float32(1)
+
+
+@T.prim_func(s_tir=True)
+def symbolic_chain(a: T.handle, e: T.handle):
+    """short_loop with a symbolic trip count n (runs on the CPU): a 4-statement chain through shared tiles."""
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    E = T.match_buffer(e, (n,), "float32")
+    for i in T.serial(0, n):
+        with T.sblock("compute"):
+            B = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            C = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            D = T.sblock_alloc_buffer((1,), dtype="float32", scope="shared")
+            with T.sblock():
+                B[0] = A[i] * T.float32(2)
+            with T.sblock():
+                C[0] = B[0] + T.float32(3)
+            with T.sblock():
+                D[0] = C[0] + T.float32(4)
+            with T.sblock():
+                E[i] = D[0] + T.float32(5)

@@ -48,6 +48,7 @@ from .plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import register_pipeline
 from .stages import FIT_NOTE, fit_shared, shared_memory, shared_summary
+from .transforms.swp_lowering import register_swp_pipeline
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -151,11 +152,17 @@ class PipelinePlan:
     @property
     def tir_pipeline(self) -> str | None:
         """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
-        when the loop was warp-specialized or its function issues wgmma, else None (TVM's default)."""
+        when the loop was warp-specialized or its function issues wgmma; ``tvm_twill_swp`` (constant cp.async
+        wait counts, see ``transforms.swp_lowering``) for async stages on a loop of symbolic extent; else None
+        (TVM's default)."""
         ws = self.warp_specialization
         if ws is not None and self.applied and ws.tir_pipeline:
             return ws.tir_pipeline
-        return register_pipeline() if self.wgmma else None
+        if self.wgmma:
+            return register_pipeline()
+        if self.applied and self.annotation.async_stages and self.extraction.trip_count is None:
+            return register_swp_pipeline()
+        return None
 
     def __repr__(self) -> str:  # one line (the dataclass repr runs to screens: extraction, graphs, schedules)
         ws = self.warp_specialization
@@ -304,7 +311,9 @@ def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None,
     0.27 guards its prologue and epilogue (checked on the CPU by
     tests/test_differential.py), and the default stage bound is at most the
     trip count.
-    Raises UnsupportedLoopError (control flow, dynamic extent, single
+    A loop of symbolic extent is planned for every trip count (see
+    ``SYMBOLIC_NOTE``; compile it with ``plan.tir_pipeline``).
+    Raises UnsupportedLoopError (control flow, non-constant step, single
     statement, ...), UnsupportedTargetError (non-CUDA, before sm_80),
     InfeasibleError / SolverTimeoutError from the solver.
     """
@@ -392,7 +401,9 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     caveat = normalization_warning(sched)
     if caveat:
         warnings.warn(f"auto_pipeline: loop '{ex.loop}': {caveat}", stacklevel=3)
-    waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
+    # a symbolic trip count: the waits of a loop long enough to reach the steady state (the body's counts)
+    trips = ex.trip_count if ex.trip_count is not None else 2 * ann.num_stages + 1
+    waits = async_waits(ann, graph, trips) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not),
@@ -492,12 +503,21 @@ def evaluate_annotation(sch, loop, target, *, machine=None, quantum: int | None 
 
 
 # -- explain ----------------------------------------------------------------------
+#: What a plan assumes of a loop whose trip count is symbolic (stated in explain()).
+SYMBOLIC_NOTE = ("symbolic trip count: the plan is the same for every trip count (the II is the steady "
+                 "state's); assumed: TVM's InjectSoftwarePipeline guards each prologue and epilogue statement "
+                 "with its iteration's bound, so a loop shorter than the stage count (0 iterations included) "
+                 "runs exactly the iterations that exist, with no overlap; the cp.async wait counts shown are "
+                 "the steady state's (TVM makes the prologue's counts depend on the trip count: compile with "
+                 "plan.tir_pipeline, which waits for every copy there)")
+
+
 def _ws_opening(plan: PipelinePlan) -> list[str]:
     """A warp-specialized plan's explanation opens with what runs: the roles and the ring."""
     ws = plan.warp_specialization
     if ws is None or not ws.chosen or not plan.applied:
         return []
-    return [f"auto_pipeline: loop '{plan.loop}' ({plan.extraction.trip_count} iterations) for {plan.arch}: "
+    return [f"auto_pipeline: loop '{plan.loop}' ({plan.extraction.trips} iterations) for {plan.arch}: "
             f"warp-specialized, ii {ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); "
             + "; ".join(f"{role}: {', '.join(stmts)}" for role, stmts in ws.roles.items())
             + f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them",
@@ -509,9 +529,11 @@ def _explain(plan: PipelinePlan) -> str:
     q = plan.quantum
     m = plan.machine
     L = _ws_opening(plan)
-    L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trip_count} iterations) for {plan.arch} on machine "
+    L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trips} iterations) for {plan.arch} on machine "
              f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
              f"times in machine cycles (the model counts in units of {q} cycles)")
+    if ex.trip_count is None:
+        L.append(SYMBOLIC_NOTE)
     for inner in plan.inner:
         L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
                  f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")

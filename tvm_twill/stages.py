@@ -209,9 +209,9 @@ def bound_depth(ex, sched, ann, ms, opts, solve, why=None):
     """(schedule, annotation, solved graph or None, why this depth) within the stage bound (``transforms.depth``)."""
     cap = opts.max_stages
     why = why or ("max_stages" if cap is not None else
-                  f"the default bound min({DEFAULT_MAX_STAGES}, trip count {ex.trip_count})")
-    if cap is None:
-        cap = default_max_stages(ex.trip_count)
+                  f"the default bound min({DEFAULT_MAX_STAGES}, trip count {ex.trips})")
+    if cap is None:  # a symbolic trip count does not bound the stages
+        cap = default_max_stages(DEFAULT_MAX_STAGES if ex.trip_count is None else ex.trip_count)
     n = ann.num_stages
     if n <= cap:
         return sched, ann, None, (f"{n} stage(s): what the latencies need at the optimal II {sched.ii * ex.quantum} cycles "

@@ -50,13 +50,11 @@ Choices, stated:
   units.
 
 
-Footprints: an op's ``smem`` is the bytes of shared memory its statement
-writes per iteration (the tile of all threads, with the padding of
-``buffer_dim_align`` / storage_align applied), so the model's live instances
-count the versions TVM allocates.  Its ``regs`` is the registers per thread
-of register-scope tiles the statement writes for other statements;
-accumulators (read-modify-write) are the same registers whatever the
-schedule and are not counted.
+Footprints: an op's ``smem`` is the bytes of shared memory its statement writes per iteration (the tile
+of all threads, with the padding of ``buffer_dim_align`` / storage_align applied), so the model's live
+instances count the versions TVM allocates.  Its ``regs`` is the registers per thread of register-scope
+tiles the statement writes for other statements, each element once (not once per step of a reduction);
+accumulators (read-modify-write) are the same registers whatever the schedule and are not counted.
 """
 from __future__ import annotations
 
@@ -137,6 +135,7 @@ class _Leaf:
     sfu: float = 0.0    # per instance
     vector_bytes: float = 0.0
     plain_copy: bool = False
+    reduce_steps: int = 1  # instances that update one element (a reduction block's reduce domain)
 
 
 def _calls(node):
@@ -359,8 +358,9 @@ class StatementAnalyzer:
             kind = "ldmatrix"
         else:
             kind = "alu"
-        return _Leaf(name=blk.name_hint, count=count, reads=reads, writes=writes, kind=kind, flops=flops,
-                     sfu=sfu, vector_bytes=vbytes, plain_copy=plain and kind == "copy")
+        steps = math.prod(const_int(iv.dom.extent) or 1 for iv in blk.iter_vars if int(iv.iter_type) == 2)
+        return _Leaf(name=blk.name_hint, count=count, reads=reads, writes=writes, kind=kind, flops=flops, sfu=sfu,
+                     vector_bytes=vbytes, plain_copy=plain and kind == "copy", reduce_steps=max(1, steps))
 
     def analyze(self, index: int, stmt) -> StmtInfo:
         """StmtInfo of one ordinary statement (not an inner pipeline)."""
@@ -423,7 +423,7 @@ class StatementAnalyzer:
         reg_writes = {}
         for w in writes:
             if is_register(scope_of(w.source)) and w.source.name not in exposed:
-                total = sum(lf.count * n for lf in leaves for b, n in lf.writes if b.same_as(w.source))
+                total = sum(lf.count * n / lf.reduce_steps for lf in leaves for b, n in lf.writes if b.same_as(w.source))
                 reg_writes[w.source.name] = math.ceil(total / (self.threads_per_block * 4))
         moved = tuple(sorted({int(lf.vector_bytes * vector_lanes(stmt)) for lf in leaves if lf.kind == "copy"}))
         async_ok = (bool(leaves) and all(lf.kind == "copy" and lf.plain_copy for lf in leaves)

@@ -51,7 +51,7 @@ from ..errors import InputError, UnsupportedLoopError
 from ..model import Edge, Graph, Machine, Op
 from ..model.pipeline import PipelineAnnotation
 from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
-from .hazards import Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
+from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
 from .ir import CONTROL_FLOW, const_int, double_buffered, manifested_buffers, tirx, walk_stmts
 from .loops import find_loops, loop_body_allocations, pipeline_children, read_annotation, resolve_loop
@@ -70,7 +70,8 @@ class Extraction:
     buffers a block marks ``double_buffer_scope`` (TVM gives them at least two
     versions); ``versioned`` the buffers InjectSoftwarePipeline multi-versions
     (every other buffer keeps one copy whatever the stages).  ``trip_count``
-    is the number of iterations (``ceildiv(extent, step)``), ``step`` the
+    is the number of iterations (``ceildiv(extent, step)``), None when the
+    extent is symbolic (``extent`` then holds it as text), ``step`` the
     loop's step.  ``graph.ops[i]`` is
     statement ``stmts[i]`` and ``graph.edges`` are the
     dependences between statements (what annotation legality is checked
@@ -83,7 +84,7 @@ class Extraction:
     op_index: dict
     loop: str
     func: str
-    trip_count: int
+    trip_count: int | None
     quantum: int
     machine: Machine
     arch: str
@@ -93,6 +94,14 @@ class Extraction:
     double_buffered: tuple[str, ...] = ()
     versioned: frozenset | None = None
     step: int = 1
+    extent: str | None = None
+
+    @property
+    def trips(self) -> str:
+        """The trip count as text: a number, or ``ceildiv(extent, step)`` for a symbolic extent."""
+        if self.trip_count is not None:
+            return str(self.trip_count)
+        return self.extent if self.step == 1 else f"ceildiv({self.extent}, {self.step})"
 
     @property
     def names(self) -> list[str]:
@@ -101,7 +110,7 @@ class Extraction:
     def describe(self) -> str:
         """A table of the statements: kind, units, cycles, latency, footprints."""
         q = self.quantum
-        lines = [f"loop '{self.loop}' in '{self.func}': trip count {self.trip_count}, {len(self.stmts)} "
+        lines = [f"loop '{self.loop}' in '{self.func}': trip count {self.trips}, {len(self.stmts)} "
                  f"statements, machine {self.machine.name} ({self.arch}), 1 time unit = {q} cycles"]
         for s in self.stmts:
             op = self.graph.ops[s.index]
@@ -126,9 +135,11 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     model, in which a producer warp hides their latency); off for TVM's s_tir
     pipeline, where stages must hide it.
 
-    Raises UnsupportedLoopError for loops that cannot be pipelined: dynamic
-    extent, a body that is a single statement, control flow in the body, a
-    thread-bound or vectorized loop.
+    A symbolic extent (a sequence length) is planned like any other: the
+    schedule does not depend on the trip count (``trip_count`` is None).
+    Raises UnsupportedLoopError for loops that cannot be pipelined: a step
+    that is not a constant, a body that is a single statement, control flow
+    in the body, a thread-bound or vectorized loop.
     """
     arch, _ = parse_target(target)
     m = machine_for(arch, machine)
@@ -177,7 +188,8 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     found = tuple(find_hazards(stmts, regions, it, versioned))
     graph = merge_hazards(graph, found, stmts, q)
     return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
-                      loop=ref.name, func=ref.func, trip_count=it.trip, quantum=q, machine=m,
+                      loop=ref.name, func=ref.func, trip_count=None if it.symbolic is not None else it.trip,
+                      quantum=q, machine=m, extent=None if it.symbolic is None else str(it.symbolic),
                       arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found,
                       double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step)
 
@@ -186,26 +198,25 @@ def loop_iterations(node, name: str) -> Iterations:
     """The iterations of loop ``node`` (a ``For`` as written): ``i = min + step * k``, ``k < trip``.
 
     The trip count is ``ceildiv(extent, step)``, as TVM's CanonicalizeLoop
-    counts it.  A dynamic extent or a step that is not a constant >= 1 is
-    refused (UnsupportedLoopError): the schedule needs the trip count, and
-    the hazards the step.
+    counts it.  A symbolic extent gives ``SYMBOLIC_TRIP`` iterations with
+    ``symbolic`` set (hazards then consider every distance).  A step that is
+    not a constant >= 1 is refused (UnsupportedLoopError): the hazards need it.
     """
     extent = const_int(node.extent)
-    if extent is None:
-        raise UnsupportedLoopError(f"loop '{name}' has a dynamic extent: its trip count must be static "
-                                   "to schedule it (split it by a constant tile first)")
     raw = getattr(node, "step", None)  # TVM 0.27: None for a step of 1
     step = 1 if raw is None else const_int(raw)
     if step is None or step < 1:
         raise UnsupportedLoopError(f"loop '{name}' has step {raw}: only a constant step >= 1 can be "
                                    "software-pipelined (write the loop with a constant positive step)")
+    if extent is None:
+        return Iterations(node.loop_var, node.min, step, SYMBOLIC_TRIP, symbolic=node.extent)
     return Iterations(node.loop_var, node.min, step, max(0, -(-extent // step)))
 
 
 def _check_canonical(low_node, it: Iterations, name: str) -> None:
     """The loop after TVM's passes must run the ``it.trip`` iterations counted here."""
     low = loop_iterations(low_node, name)
-    if low.trip != it.trip:
+    if (low.symbolic is None) != (it.symbolic is None) or low.trip != it.trip:
         raise UnsupportedLoopError(
             f"loop '{name}': TVM's passes before InjectSoftwarePipeline give it {low.trip} iterations, tvm_twill "
             f"counts {it.trip}: cannot tell which iterations the pipeline shifts")

@@ -137,6 +137,8 @@ def versioned_buffers(func, loop_node) -> frozenset[str]:
 # -- the iterations and region overlap ----------------------------------------------
 #: Bounds at or beyond this magnitude are TVM's "unbounded" (its +-inf sentinels).
 _UNBOUNDED = 2 ** 62
+#: The trip count the analysis assumes for a loop whose extent is symbolic: any int32 count.
+SYMBOLIC_TRIP = 2 ** 31 - 1
 
 
 class Iterations:
@@ -150,10 +152,15 @@ class Iterations:
     writes an index of the loop as written in terms of ``k`` (the loop
     variable then stands for ``k``); ``bounds`` are constant bounds of an
     expression over the iterations.
+
+    ``symbolic``: the loop's extent when it is not a constant (a sequence
+    length); ``trip`` is then ``SYMBOLIC_TRIP``, the most iterations an int32
+    loop runs, so that every distance a real trip count allows is considered.
     """
 
-    def __init__(self, var, start, step: int, trip: int):
+    def __init__(self, var, start, step: int, trip: int, symbolic=None):
         self.var, self.min, self.step, self.trip = var, start, int(step), int(trip)
+        self.symbolic = symbolic
         self._an = tvm.sym.Analyzer()
         self._an.bind(var, tvm.ir.Range.from_min_extent(0, max(1, self.trip)))
 
@@ -170,7 +177,8 @@ class Iterations:
         return None if abs(lo) >= _UNBOUNDED or abs(hi) >= _UNBOUNDED else (lo, hi)
 
     def __repr__(self) -> str:
-        return f"Iterations({self.var.name} = {self.min} + {self.step} * k, k < {self.trip})"
+        trip = self.trip if self.symbolic is None else f"ceildiv({self.symbolic}, {self.step})"
+        return f"Iterations({self.var.name} = {self.min} + {self.step} * k, k < {trip})"
 
 
 def _affine(expr, var):
