@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import MachineError
+
 __all__ = ["CHIPS", "Chip"]
 
 
@@ -52,7 +54,7 @@ class Chip:
                      "regs_per_sm", "reg_alloc_unit"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f"chip '{self.part}': {name} must be a positive number, got {v!r}")
+                raise MachineError(f"chip '{self.part}': {name} must be a positive number, got {v!r}")
 
 
 KB = 1024
