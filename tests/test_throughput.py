@@ -125,3 +125,13 @@ def test_no_prediction_exceeds_the_peak_or_the_dram_roofline(name, ii, flops, ct
     if copy:  # the DRAM roofline: flops per compulsory byte x DRAM bandwidth
         roof = flops / (copy / reuse) * costs.chip.dram_bytes_per_s / 1e12
         assert p.tflops <= roof * (1 + 1e-9)
+
+
+def test_a_resource_within_one_quantum_of_the_ii_is_the_bound():
+    from tvm_twill.model.throughput import Occupancy
+    # ii 1088 cycles (68 units of 16) for 1079.4 cycles of L2: the ii is the L2 time rounded up to the unit
+    p = predict(H100, ii_cycles=1088, flops=1048576, occ=Occupancy(1, "registers"), copy_bytes=24576, reuse=4,
+                quantum=16)
+    assert p.terms["L2"] == pytest.approx(1079.4, abs=0.1) and p.bound == "L2"
+    assert predict(H100, ii_cycles=1088, flops=1048576, occ=Occupancy(1, "registers"), copy_bytes=24576,
+                   reuse=4).bound == "occupancy"  # without the quantum: latency, registers keep CTAs off

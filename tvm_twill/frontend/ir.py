@@ -13,7 +13,7 @@ import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for the transforms
 
-__all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
+__all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes", "eval_int",
            "children", "const_int", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes", "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
            "meta_schedule_verify_gpu_code", "prim_functions", "s_tir", "scope_of", "stock_finalize_passes", "substitute",
@@ -48,6 +48,17 @@ def const_int(expr) -> int | None:
 def substitute(node, vmap):
     """``node`` with each variable ``k`` of the pairs ``vmap`` = [(k, expr)] replaced by its ``expr``."""
     return tvm_ffi.structural_map(node, [(tirx.Var, lambda v: next((e for k, e in vmap if k.same_as(v)), v))])
+
+
+def eval_int(expr, values) -> int | None:
+    """``expr`` with each variable of the pairs ``values`` = [(var, int)] replaced by its value and
+    every other variable by 0, folded to an int (None if it does not fold)."""
+    def value(v):
+        ty = v.ty
+        if not isinstance(ty, tvm.ir.type.PrimType):  # a buffer or handle, not an index variable
+            return v
+        return tirx.const(next((x for k, x in values if k.same_as(v)), 0), str(ty))
+    return const_int(tvm.sym.Analyzer().simplify(tvm_ffi.structural_map(expr, [(tirx.Var, value)])))
 
 
 def dtype_bytes(dtype) -> float:

@@ -31,7 +31,8 @@ class Chip:
     ``smem_per_sm`` / ``max_ctas_per_sm`` / ``max_warps_per_sm``: the
     residency limits; ``reg_alloc_unit``: registers are given to a warp in
     units of this many (per warp); ``smem_reserved_per_cta``: shared memory
-    the driver keeps per resident block.
+    the driver keeps per resident block; ``shuffle_per_clock``: warp-shuffle
+    results per clock per SM (the programming guide's throughput table).
     """
 
     part: str
@@ -47,6 +48,7 @@ class Chip:
     regs_per_sm: int = 65536
     reg_alloc_unit: int = 256
     smem_reserved_per_cta: int = 1024
+    shuffle_per_clock: int = 32
 
     def __post_init__(self):
         for name in ("dram_bytes_per_s", "l2_bytes_per_s", "l2_bytes", "smem_per_sm", "max_ctas_per_sm",

@@ -61,14 +61,17 @@ class Prediction:
 
 
 def predict(costs, *, ii_cycles: float, flops: float, occ: Occupancy, work: dict | None = None,
-            copy_bytes: float = 0.0, reuse: float = 1.0, tiles: int | None = None) -> Prediction:
+            copy_bytes: float = 0.0, reuse: float = 1.0, tiles: int | None = None, quantum: float = 0.0
+            ) -> Prediction:
     """The prediction for a loop whose schedule has ``ii_cycles`` per iteration of one CTA.
 
     ``flops``: useful FLOP per iteration of one CTA; ``work``: per-CTA cycles
     per iteration on each SM-shared resource (keys of ``BOUNDS``: "tensor
     core", "SFU", "CUDA cores", "issue", "shared memory"); ``copy_bytes`` /
     ``reuse``: global->shared bytes per iteration and the L2 reuse of their
-    tiles (``throughput.wave_reuse``); ``tiles``: CTAs of the problem.
+    tiles (``throughput.wave_reuse``); ``tiles``: CTAs of the problem; ``quantum``: the schedule's
+    time unit in cycles (its ii is rounded up to it, so a resource within one quantum of the round is
+    what sets it, not latency).
     """
     k = occ.ctas
     clock = costs.clock_ghz * 1e9
@@ -83,7 +86,7 @@ def predict(costs, *, ii_cycles: float, flops: float, occ: Occupancy, work: dict
     resource = max(terms.values())
     terms["latency"] = float(ii_cycles)
     rnd = max(resource, float(ii_cycles), 1e-9)
-    bound = next(b for b in BOUNDS if terms[b] >= rnd * (1 - 1e-9))
+    bound = next(b for b in BOUNDS if terms[b] >= rnd * (1 - 1e-9) - (quantum if b != "latency" else 0.0))
     if bound == "latency" and occ.limiter in ("registers", "shared memory"):
         bound = "occupancy"
     per_sm = k * flops / rnd * clock / 1e12

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from ..errors import MachineError
 
-__all__ = ["BOUNDS", "CopyCost", "ISSUE_SLOTS", "Occupancy", "Prediction", "copy_cost", "issue_cycles",
-           "occupancy", "predict", "unit_label", "wave_reuse"]
+__all__ = ["BOUNDS", "ISSUE_SLOTS", "CopyCost", "Occupancy", "copy_cost", "issue_cycles", "occupancy", "unit_label",
+           "uses_bulk_copies", "wave_reuse"]
 
 #: What can limit a kernel, in the order ties are reported.
 BOUNDS = ("tensor core", "SFU", "CUDA cores", "issue", "shared memory", "L2", "DRAM", "latency", "occupancy")
@@ -90,7 +90,7 @@ def wave_reuse(grid, uses, resident: int) -> float:
         for g in grid:
             coord.append(rest % g)
             rest //= g
-        seen.add(tuple(c for c, u in zip(coord, uses) if u))
+        seen.add(tuple(c for c, u in zip(coord, uses, strict=False) if u))
     return wave / len(seen)
 
 
@@ -111,13 +111,15 @@ class CopyCost:
         return max((self.port, "shared memory"), (self.l2, "L2"), (self.dram, "DRAM"), key=lambda t: t[0])[1]
 
 
-def copy_cost(costs, nbytes: float, *, ctas_per_sm: int = 1, reuse: float = 1.0) -> CopyCost:
+def copy_cost(costs, nbytes: float, *, ctas_per_sm: int = 1, reuse: float = 1.0,
+              active: int | None = None) -> CopyCost:
     """``nbytes`` per iteration of one CTA, ``ctas_per_sm`` CTAs resident on every SM, each tile
-    read by ``reuse`` CTAs of a wave: port = bytes x CTAs / port B/clk; L2 = bytes x SMs x CTAs /
-    L2 B/clk of the chip; DRAM = bytes / reuse x SMs x CTAs / DRAM B/clk of the chip."""
+    read by ``reuse`` CTAs of a wave: port = bytes x CTAs / port B/clk; L2 = bytes x A / L2 B/clk
+    of the chip; DRAM = bytes / reuse x A / DRAM B/clk of the chip, with A the CTAs running at
+    once (``active``: SMs x CTAs per SM, fewer when the grid is smaller)."""
     chip = costs.chip
     clock = costs.clock_ghz * 1e9
-    share = costs.sms * ctas_per_sm
+    share = costs.sms * ctas_per_sm if active is None else max(1, active)
     return CopyCost(port=nbytes * ctas_per_sm / chip.smem_port_bytes_per_clock,
                     l2=nbytes * share * 1.0 / (chip.l2_bytes_per_s / clock),
                     dram=nbytes / max(reuse, 1.0) * share / (chip.dram_bytes_per_s / clock))
@@ -136,6 +138,11 @@ def unit_label(costs, unit: str) -> str:
     if unit == "TMA" and costs is not None and _cc(costs.arch) < 90:
         return "async copy (cp.async)"
     return unit
+
+
+def uses_bulk_copies(costs) -> bool:
+    """sm_90 and later: a producer's copies are TMA boxes and bulk copies (cp.async.bulk)."""
+    return costs is not None and _cc(costs.arch) >= 90
 
 
 def _cc(arch) -> int:
