@@ -64,3 +64,31 @@ def test_l2_bound_graph_by_hand():
     assert p.ctas_per_sm == 1 and p.occupancy_limiter == "shared memory"
     assert p.bound == "L2" and p.cycles_per_iteration == pytest.approx(l2)
     assert p.tflops == pytest.approx(4194304 / l2 * 1.83e9 * 132 / 1e12)
+
+
+# -- plans (TVM) ---------------------------------------------------------------------------------------
+def test_wgmma_ws_gemm_prediction_is_bound_by_its_operand_traffic():
+    pytest.importorskip("tvm")
+    from tvm_twill.api import auto_pipeline
+    from tvm_twill.workloads import wgmma_gemm
+    sch, k0, _ = wgmma_gemm(4096)
+    plan = auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+    p = plan.prediction()
+    # 8 KiB of A and 16 KiB of B per iteration through each CTA's share of L2: 24576 x 132 / (5.5e12 / 1.83e9)
+    assert p.terms["L2"] == pytest.approx(24576 * 132 / (5.5e12 / 1.83e9)) and p.bound == "L2"
+    assert p.terms["issue"] == 8.0  # two TMA boxes, 4 issue slots each, by one elected thread
+    assert plan.ii_cycles >= p.terms["L2"] and 0 < p.tflops <= PEAK_H100
+    assert "prediction: predicted" in plan.explain() and f"bound: {p.bound}" in plan.explain()
+
+
+def test_ws_and_plain_are_compared_by_throughput_per_sm():
+    pytest.importorskip("tvm")
+    from tvm_twill.api import auto_pipeline
+    from tvm_twill.workloads import wgmma_gemm
+    sch, k0, _ = wgmma_gemm(4096)
+    plan = auto_pipeline(sch, [k0], "sm_90a", warp_specialize="auto")
+    ws = plan.warp_specialization
+    # the same ii both ways; the plain kernel holds 4 CTAs per SM, the specialized one 1 (setmaxnreg 240)
+    assert "variants compared by throughput per SM" in ws.reason and "TFLOPS per SM" in ws.reason
+    assert "4 CTA(s) per SM" in ws.reason and "1 CTA(s) per SM" in ws.reason
+    assert not ws.chosen and ws.ii_ws_cycles == ws.ii_swp_cycles

@@ -58,7 +58,8 @@ def _mma_flops(call) -> float | None:
     """FLOPs of one warp/warpgroup-level mma call, or None if it is not one."""
     name = _op_name(call)
     short = name.split(".")[-1]
-    if "mma" not in name or any(w in short for w in ("fill", "store", "load", "ldmatrix")):
+    if "mma" not in name or any(w in short for w in ("fill", "store", "load", "ldmatrix", "fence", "commit",
+                                                      "wait", "arrive", "descriptor")):
         return None
     for a in call.args:
         if isinstance(a, tvm.ir.expr.StringImm):
