@@ -14,7 +14,8 @@ docs/machines.md, "Throughput model"):
 * **A graph** (``graph_prediction``): ops may declare ``flops``; the cycles of
   one time unit are those of the op whose declared work is slowest per unit
   at the machine's rates (TC: flops / tensor FLOP per clock; ALU: flops / 2 /
-  FMA per clock), the block is the schedule's warp roles, and the copy bytes
+  FMA per clock), or the graph's own cycles per normalized unit when larger
+  (a graph in measured cycles), the block is the schedule's warp roles, and the copy bytes
   are the ``smem`` of its variable-latency ops through L2 (a graph has no
   problem shape, so no DRAM term and no wave quantization).
 """
@@ -105,8 +106,12 @@ def graph_prediction(graph, schedule, machine, source=None) -> Prediction | None
     if costs is None or costs.chip is None or not ops:
         return None
     cycles = {n: c for n, c in schedule.cycles.items()} or {op.name: op.cycles for op in graph.ops}
-    scale = max((op.flops / _RATE[op.unit](costs)) / max(1, cycles.get(op.name, op.cycles))
-                for op in ops if op.unit in _RATE)
+    written = source or graph
+    # cycles per scheduled unit: what the declared flops need at the machine's rates, or what the graph's
+    # own cycles say when normalization scaled them down (the larger)
+    scale = max([(op.flops / _RATE[op.unit](costs)) / max(1, cycles.get(op.name, op.cycles))
+                 for op in ops if op.unit in _RATE]
+                + [op.cycles / max(1, cycles.get(op.name, op.cycles)) for op in written.ops])
     work = {}
     names = {"TC": "tensor core", "SFU": "SFU", "ALU": "CUDA cores"}
     for op in graph.ops:
@@ -117,7 +122,6 @@ def graph_prediction(graph, schedule, machine, source=None) -> Prediction | None
     roles = [(threads, max(24, peaks.get(w, 0))) for w in schedule.warps_used()]
     streaming = schedule.streaming or {}
     ring = {n: streaming.get("depth", 1) for n in streaming.get("ops", ())}
-    written = source or graph
     smem = sum(op.smem * ring.get(op.name, 1) for op in written.ops)
     nbytes = sum(op.smem for op in written.ops if op.variable_latency)
     occ = occupancy(costs.chip, threads=threads * len(roles), regs_per_thread=0, smem_bytes=smem, roles=roles)
