@@ -28,11 +28,18 @@ def test_simple_outer_loop_a100(gemm):
     assert ex.names == ["A_shared.dyn", "B_shared.dyn", "k_0_1"]
     a, b, k = ex.stmts
     assert (a.kind, b.kind, k.kind) == ("copy", "copy", "mixed")
-    assert a.work == {"TMA": 64.0} and b.work == {"TMA": 64.0}  # 8 KiB / 128 B/clk
+    # 8 KiB per CTA-iteration through this CTA's share of L2: 8192 x 108 CTAs at once / 5120 B/clk = 172.8
+    # cycles (the shared-memory port: 64); DRAM for the compulsory bytes: the first wave of 108 blocks
+    # (blockIdx.x fastest over 16) reads 4 distinct A tiles (reuse 27) and 32 distinct B tiles (reuse
+    # 3.375): 8192 / 3.375 x 108 / (1.555e12 / 1.41e9) = 237.7 cycles, so B's copy is DRAM-bound
+    assert a.work == {"TMA": pytest.approx(172.8)}
+    assert b.work == {"TMA": pytest.approx(8192 / 3.375 * 108 / (1.555e12 / 1.41e9))}
+    assert (a.details["copy"]["bound"], b.details["copy"]["bound"]) == ("L2", "DRAM")
+    assert a.details["copy"]["reuse"] == pytest.approx(27.0) and b.details["copy"]["reuse"] == pytest.approx(3.375)
     assert k.work == {"TC": 512.0, "ALU": 320.0}  # 2*128*128*32 / 2048; (16+4 KiB)*2 / 128
     assert a.async_capable and b.async_capable and not k.async_capable
     assert (a.smem, b.smem) == (128 * 40 * 2, 32 * 136 * 2)  # storage_align pads the rows
-    assert [op.cycles for op in ex.graph.ops] == [4, 4, 32]
+    assert [op.cycles for op in ex.graph.ops] == [11, 15, 32]
     assert ex.graph.ops[2].rrt is not None and ex.graph.ops[2].usage("ALU") == 20
     # copy latency: 500 + 8192 / 10.21 B/clk = 1302 cycles = 82 units of 16
     assert _edges(ex) == {("A_shared.dyn", "k_0_1", 0): 82, ("B_shared.dyn", "k_0_1", 0): 82,
@@ -40,12 +47,15 @@ def test_simple_outer_loop_a100(gemm):
     assert statement_deps(ex.graph) == [(0, 2, 0), (1, 2, 0), (2, 2, 1)]
 
 
-def test_simple_outer_loop_h100_is_ldmatrix_bound(gemm):
+def test_simple_outer_loop_h100_is_copy_bound(gemm):
     sch, k0, _ = gemm
     ex = extract_loop(sch, k0, "sm_90a")
     assert ex.machine.name == "h100"
     assert ex.stmts[2].work == {"TC": 256.0, "ALU": 320.0}
-    assert [op.cycles for op in ex.graph.ops] == [4, 4, 20]
+    # each 8 KiB copy through its share of L2: 8192 x 132 / (5.5e12 / 1.83e9) = 359.8 cycles = 23 units,
+    # so the two copies (46 units) bound the loop, not the ldmatrix + mma statement (20)
+    assert ex.stmts[0].work == {"TMA": pytest.approx(8192 * 132 / (5.5e12 / 1.83e9))}
+    assert [op.cycles for op in ex.graph.ops] == [23, 23, 20]
     assert _edges(ex)[("A_shared.dyn", "k_0_1", 0)] == 69  # 500 + 8192 / 13.87
 
 
@@ -106,7 +116,7 @@ def test_thread_bound_loop_is_rejected(gemm):
 def test_quantum_option(gemm):
     sch, k0, _ = gemm
     ex = extract_loop(sch, k0, "sm_80", quantum=32)
-    assert [op.cycles for op in ex.graph.ops] == [2, 2, 16]
+    assert [op.cycles for op in ex.graph.ops] == [6, 8, 16]  # 172.8 / 32, 237.7 / 32, 512 / 32, rounded up
     with pytest.raises(InputError, match="quantum must be an integer >= 1"):
         extract_loop(sch, k0, "sm_80", quantum=0)
 
@@ -189,7 +199,7 @@ def test_copy_sfu_alu_statements():
     sch = tvm.s_tir.Schedule(copy_exp_add)
     ex = extract_loop(sch, "k", "sm_80")
     assert ex.names == ["load", "exp", "add"]
-    assert [s.kind for s in ex.stmts] == ["copy", "sfu", "alu"]
+    assert [s.kind for s in ex.stmts] == ["copy", "sfu", "store"]  # 'add' writes global memory: an epilogue
     load, exp, add = ex.stmts
     # 64 threads x 64 halves: the copy does not re-bind threadIdx.x, so every thread runs it
     assert load.work == {"TMA": 64.0} and load.smem == 8192 and load.async_capable
@@ -217,3 +227,16 @@ def test_control_flow_is_rejected():
     sch = tvm.s_tir.Schedule(with_control_flow)
     with pytest.raises(UnsupportedLoopError, match="statement 1 is control flow \\(IfThenElse\\)"):
         extract_loop(sch, "i", "sm_80")
+
+
+def test_producer_issue_cost_of_padded_tiles(gemm):
+    """Warp-specialized on sm_90a, one elected thread issues every copy: a padded tile is one bulk copy
+    per row (4 issue slots each), so A's 128 rows take 512 cycles, more than its L2 time (359.8)."""
+    sch, k0, _ = gemm
+    ex = extract_loop(sch, k0, "sm_90a", streaming_copies=True)
+    a, b = ex.stmts[:2]
+    assert a.details["copy"]["producer"] == {"bulk": 128} and b.details["copy"]["producer"] == {"bulk": 32}
+    assert (a.details["copy"]["producer_issue"], b.details["copy"]["producer_issue"]) == (512.0, 128.0)
+    assert [op.cycles for op in ex.graph.ops] == [32, 23, 20]
+    # without a producer (TVM's pipeline, every warp issues cp.async) the issue is not the bound
+    assert [op.cycles for op in extract_loop(sch, k0, "sm_90a").graph.ops] == [23, 23, 20]

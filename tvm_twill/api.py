@@ -39,7 +39,9 @@ from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machi
 from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict,
                     rec_mii, res_mii, resource_bottleneck)
 from .model.pipeline import PipelineAnnotation
+from .model.throughput import unit_label
 from .report import normalization_warning, role_name
+from .roofline import plan_prediction
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
@@ -206,6 +208,21 @@ class PipelinePlan:
         if ws is not None and ws.chosen and self.applied:
             return ws.annotations
         return self.annotation.to_dict()
+
+    def prediction(self, registers: int | None = None):
+        """What a GPU would measure, by the throughput model (``tvm_twill.roofline``,
+        docs/machines.md): cycles per iteration, TFLOPS per SM and per chip for the problem, CTAs
+        per SM and the bound.  ``registers``: ptxas's registers per thread when known (else the
+        model's estimate)."""
+        ws = self.warp_specialization
+        if ws is not None and ws.chosen and self.applied:
+            budgets = ws.registers
+            roles = [(128, budgets[0]), (self.extraction.threads or 128, budgets[1])] if budgets else None
+            smem = ws.facts.shared_bytes if ws.facts is not None else self.smem_bytes
+            return plan_prediction(self.extraction, self.schedule, ws.ii_ws_cycles, smem_bytes=smem,
+                                   registers=registers, roles=roles, producer=True)
+        return plan_prediction(self.extraction, self.schedule, self.ii_cycles, smem_bytes=self.smem_bytes,
+                               registers=registers)
 
     @property
     def shared_memory(self) -> dict:
@@ -542,7 +559,8 @@ def _explain(plan: PipelinePlan) -> str:
         op = g.ops[st.index]
         p = s.ops[st.name]
         L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles * q} cycles on "
-                 f"{'+'.join(st.units) or 'nothing'}; issues at cycle {p.time * q} -> stage {ann.stages[st.index]}, "
+                 f"{'+'.join(unit_label(m.costs, u) for u in st.units) or 'nothing'}; issues at cycle "
+                 f"{p.time * q} -> stage {ann.stages[st.index]}, "
                  f"order {ann.orders[st.index]}")
     gs = plan.solved_graph or g  # the bounds of what was solved (with a stage bound's constraints)
     res, rec = res_mii(gs, m), rec_mii(gs)
@@ -551,7 +569,8 @@ def _explain(plan: PipelinePlan) -> str:
     if s.ii == res:
         unit, total, cap = resource_bottleneck(gs, m)
         users = [op.name for op in g.ops if op.usage(unit)]
-        L.append(f"what limits the II: resources - unit {unit} is busy {total * q} of every {s.ii * q} cycles "
+        L.append(f"what limits the II: resources - unit {unit_label(m.costs, unit)} is busy {total * q} of every "
+                 f"{s.ii * q} cycles "
                  f"(capacity {cap}), used by {', '.join(users)}")
     elif s.ii == rec:
         cyc = critical_recurrence(gs) or []
@@ -597,6 +616,11 @@ def _explain(plan: PipelinePlan) -> str:
     L.append(f"annotations: {plan.annotations}")
     if plan.warp_specialization is not None:
         L.append(plan.warp_specialization.explain())
+    if m.costs is not None and m.costs.chip is not None:
+        try:
+            L.append(f"prediction: {plan.prediction().explain()}")
+        except InputError as e:
+            L.append(f"prediction: none ({e})")
     L.extend(f"warning: {w}" for w in plan.warnings)
     L.append(f"result: {plan.outcome}")
     return "\n".join(L)

@@ -52,6 +52,7 @@ from .data import example_names, load_example
 from .errors import InfeasibleError, InputError, NormalizationError, SolverTimeoutError, TwillError
 from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
                     schedule_to_dict)
+from .roofline import graph_prediction
 from .solvers import SolveOptions, prepare, solve_prepared
 from .solvers.progress import StderrProgress, gap
 
@@ -113,6 +114,9 @@ def _solve_and_print(graph, args) -> int:
         except (OSError, ValueError) as e:
             raise InputError(f"cannot write {args.json}: {getattr(e, 'strerror', None) or e}") from None
     print(report.render(schedule, prepared.graph, prepared.machine), end="")
+    prediction = graph_prediction(prepared.graph, schedule, prepared.machine, source=graph)
+    if prediction is not None:
+        print(f"\nprediction: {prediction.explain()}")
     if args.plot:
         from .plot import plot_schedule  # matplotlib only when asked
         plot_schedule(schedule, prepared.graph, prepared.machine, args.plot,

@@ -33,6 +33,7 @@ from .model.groups import group_order, split_consumers
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
 from .report import register_peaks
 from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, shared_limits
+from .roofline import compare_variants, variant_throughput
 from .transforms import buffer_versions
 from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_facts import barrier_slots
@@ -269,6 +270,18 @@ def _no_producer_copy(ex) -> str:
             "one of those sizes")
 
 
+def _by_throughput(ex, swp_plan, ii_swp: int, ii_ws: int, ring_bytes: int, budgets) -> tuple[bool, str]:
+    """(the producer variant is better, why): compared by predicted throughput per SM (occupancy
+    counted: ``roofline.compare_variants``), by ii where the machine has no chip figures."""
+    pair = compare_variants(ex, swp_plan.schedule, ii_swp, swp_plan.smem_bytes, ii_ws, ring_bytes, budgets)
+    if pair is None:
+        return ii_ws < ii_swp, f"has ii {ii_ws} cycles vs the one-role pipeline's {ii_swp} cycles"
+    plain, ws = pair
+    return (ws.tflops_per_sm > plain.tflops_per_sm,
+            f"(ii {ii_ws} cycles) predicts {variant_throughput(ws)} vs the one-role pipeline's (ii {ii_swp} cycles) "
+            f"{variant_throughput(plain)}: variants compared by throughput per SM")
+
+
 def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice, solve,
                              time_limit: float) -> WarpSpecialization:
     """Decide and (when chosen and ``apply``) write the warp specialization of ``ref`` (see module doc)."""
@@ -315,21 +328,20 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
 
     def finish(ws, graph, solved_on, order, note, one_group=None):
         ii_ws = ws.ii * q
-        if choice == "auto" and ii_ws >= ii_swp:
-            return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp has ii "
-                                      f"{ii_ws} cycles, no better than the one-role pipeline's {ii_swp} cycles "
+        threads = _consumer_threads(sch.mod[ref.func])
+        budgets = (register_budgets(threads) if parse_arch(arch).setmaxnreg and threads % 128 == 0  # whole warp
+                   else None)                                                                        # groups
+        better, versus = _by_throughput(ex, swp_plan, ii_swp, ii_ws, depth * slot, budgets)
+        if choice == "auto" and not better:
+            return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp {versus} "
                                       "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
                                       joint_split=split, groups_ii_cycles=groups_ii, groups_note=note)
-        why = (f"specialized: ii {ii_ws} cycles with a producer warp vs {ii_swp} cycles one-role"
-               if ii_ws < ii_swp else f"specialized on request (warp_specialize=True): ii {ii_ws} cycles with a "
-               f"producer warp vs {ii_swp} cycles one-role")
+        why = (f"specialized: {versus}" if better else f"specialized on request (warp_specialize=True): {versus}")
         producer_role = next(p.warp for n, p in ws.ops.items() if n in names)
         peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
         peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
-        registers = None
-        threads = _consumer_threads(sch.mod[ref.func])
-        if parse_arch(arch).setmaxnreg and threads % 128 == 0:  # setmaxnreg acts on whole warp groups
-            registers = register_budgets(threads)
+        registers = budgets
+        if registers is not None:
             for role, need, have in zip(("producer", "consumer"), peak, registers):
                 if need > have:
                     raise UnsupportedLoopError(

@@ -9,36 +9,54 @@ instance count: the extents of the loops between the statement and the block
 *outside* the pipelined loop that the statement does not re-bind (a statement
 that does not distribute itself over those threads is run by each of them).
 
-==================  ========================================  ====  ==================================
-kind                recognised by                             unit  cycles
-==================  ========================================  ====  ==================================
-``copy``            a plain load->store from global to shared  TMA   bytes / smem_bytes_per_clock
-``ldmatrix``        reads shared, writes a register scope      ALU   bytes / smem_bytes_per_clock
-``mma``             mma / wgmma intrinsic, or a reduction      TC    2*M*N*K / tc_flops_per_clock
-                    block multiply-accumulating fp16/bf16/
-                    fp8/int8 inputs
-``sfu``             exp, exp2, log, tanh, rsqrt ... calls      SFU   calls / mufu_per_clock
-``alu``             anything else                              ALU   elements written / fma_per_clock
-==================  ========================================  ====  ==================================
+Each leaf is classified by ``frontend/classify.py`` (what it computes), then
+costed per iteration:
+
+==============  ====  =========================================================================
+kind            unit  cycles
+==============  ====  =========================================================================
+``mma``         TC    2*M*N*K / tc_flops_per_clock
+``sfu``         SFU   calls / mufu_per_clock
+``shuffle``     ALU   shuffles / shuffle_per_clock (the chip's figure, 32)
+``copy``        TMA   max(port, L2 share, DRAM share, issue): ``model.throughput.copy_cost``
+``fma``         ALU   max(FMAs / fma_per_clock, shared bytes read / smem_bytes_per_clock)
+``ldmatrix``    ALU   shared bytes read / smem_bytes_per_clock
+``store``       ALU   elements written / fma_per_clock
+``alu``         ALU   elements written / fma_per_clock
+==============  ====  =========================================================================
 
 A statement with work on several units (an inner loop of ldmatrix + mma)
 gets a reservation table that holds each unit for its own cycles, all from
 the first cycle: the units run in parallel, as the warps of the block
-interleave them.
+interleave them.  ``TMA`` names the copy path of the machine: cp.async
+before sm_90 (``model.throughput.unit_label``), TMA / bulk copies after.
 
 Choices, stated:
 
-* **Copies.**  A global->shared copy occupies the copy engine for
-  ``bytes / smem_bytes_per_clock`` (every byte is written into shared memory,
-  128 B/clk/SM): in a tiled GEMM most tiles hit L2, so DRAM bandwidth is not
-  what limits the issue rate.  The copy's *latency* (the delay of its
-  outgoing edges) is ``DRAM_LATENCY_CYCLES + bytes / hbm_bytes_per_clock``:
+* **Copies.**  A global->shared copy of B bytes per iteration occupies the
+  copy path for the largest of: the shared-memory port (B / 128 B/clk), this
+  CTA's share of the chip's L2 bandwidth (B x A / L2 B/clk, A = the CTAs
+  running at once: min(grid, SMs), one per SM), its share of DRAM for the
+  compulsory bytes (B / reuse, reuse from the raster order of the grid and
+  the block coordinates the copy's address depends on,
+  ``StatementAnalyzer.reuse``), and the issue of its cp.async
+  instructions by the block's warps.  ``details["copy"]`` keeps each term.
+  With ``streaming_copies`` (the warp-specialized model) one producer
+  issues every copy: on sm_90+ one TMA box per dense tile and one bulk copy
+  per row of a padded tile (4 issue slots each, one elected thread), so a
+  producer issuing 160 row copies is slower than one issuing 2 boxes.  The
+  copy's *latency* (the delay of its outgoing edges) is
+  ``DRAM_LATENCY_CYCLES + bytes / hbm_bytes_per_clock``:
   an unloaded DRAM access plus the tile's share of the per-SM DRAM
   bandwidth (any statement that reads global memory gets this latency).
   The latency is what stages hide; in TVM's s_tir pipeline there is no
   producer warp (no warp specialization), so copies are fixed-latency ops
   of the graph (``variable_latency`` False) unless ``streaming_copies``
   asks for the warp-specialized model.
+* **SIMT FMA** (``x = x + a * b`` on fp32, not tensorized) runs on the CUDA
+  cores; the shared-memory operands it reads go through the same port as
+  ldmatrix, side by side with the FMA pipe.  A reduction over fp16/bf16/
+  fp8/int8 inputs is assumed to be tensorized (tensor cores).
 * **ldmatrix** is charged at the shared-memory bandwidth (128 B/clk/SM, the
   ``smem_bytes_per_clock`` of the machine).
 * **mma.sync on Hopper** is charged at the full dense tensor rate of the
@@ -59,14 +77,15 @@ accumulators (read-modify-write) are the same registers whatever the schedule an
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 from ..errors import UnsupportedLoopError
 from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
-from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir,
-                 scope_of, thread_extents, tirx, tvm, tvm_ffi, vector_lanes)
+from ..model.throughput import copy_cost, issue_cycles, unit_label, uses_bulk_copies
+from .classify import LeafWork, classify, describe, leaf_work, plain_copy
+from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, eval_int, has_block, is_register, is_shared,
+                 s_tir, scope_of, substitute, thread_extents, tirx, tvm, vector_lanes)
 from .loops import LoopRef, pipeline_children
 
 __all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
@@ -78,10 +97,6 @@ DEFAULT_QUANTUM = 16
 DRAM_LATENCY_CYCLES = 500
 CP_ASYNC_BYTES = (4, 8, 16)  #: bytes one cp.async (``cp.async.ca/cg.shared.global``) moves per thread
 
-_SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt",
-              "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
-_SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
-_TC_DTYPES = ("float16", "bfloat16", "float8", "int8", "uint8", "int4")
 
 @dataclass(frozen=True)
 class StmtInfo:
@@ -131,36 +146,11 @@ class _Leaf:
     reads: list        # (buffer, bytes per instance)
     writes: list
     kind: str
-    flops: float = 0.0  # per instance
-    sfu: float = 0.0    # per instance
+    work: LeafWork = field(default_factory=LeafWork)  # per instance
     vector_bytes: float = 0.0
     plain_copy: bool = False
-    reduce_steps: int = 1  # instances that update one element (a reduction block's reduce domain)
-
-
-def _calls(node):
-    out = []
-    tvm_ffi.structural_walk(node, [(tvm.ir.expr.Call, lambda c: out.append(c))])
-    return out
-
-
-def _op_name(call) -> str:
-    op = call.op
-    return getattr(op, "name", "") or ""
-
-
-def _mma_flops(call) -> float | None:
-    """FLOPs of one warp/warpgroup-level mma call, or None if it is not one."""
-    name = _op_name(call)
-    short = name.split(".")[-1]
-    if "mma" not in name or any(w in short for w in ("fill", "store", "load", "ldmatrix")):
-        return None
-    for a in call.args:
-        if isinstance(a, tvm.ir.expr.StringImm):
-            m = _SHAPE.fullmatch(str(a.value))
-            if m:
-                return 2.0 * int(m.group(1)) * int(m.group(2)) * int(m.group(3))
-    return 2.0 * 16 * 16 * 16  # wmma (tvm_mma_sync) fragments are 16x16x16
+    global_mins: tuple = ()  # per global read: its start, in the loop variables of the kernel
+    reduce_steps: int = 1    # instances that update one element (a reduction block's reduce domain)
 
 
 def _region_bytes(region) -> float:
@@ -169,82 +159,6 @@ def _region_bytes(region) -> float:
         e = const_int(rg.extent)
         n *= e if e is not None else 1
     return n * dtype_bytes(region.source.dtype)
-
-
-def _leaf_work(block) -> tuple[float, float]:
-    """(tensor-core flops, SFU calls) of one instance of a leaf block.
-
-    Loops inside the block multiply the calls they enclose, except thread-bound
-    loops around a warp-level intrinsic: the warp issues it together.
-    """
-    flops = 0.0
-    sfu = 0.0
-
-    def visit(stmt, mult, in_threads):
-        nonlocal flops, sfu
-        if isinstance(stmt, tirx.For):
-            ext = const_int(stmt.extent) or 1
-            if stmt.kind == tirx.ForKind.THREAD_BINDING:
-                visit(stmt.body, mult, in_threads * ext)
-            else:
-                visit(stmt.body, mult * ext, in_threads)
-            return
-        if isinstance(stmt, (tirx.Evaluate, tirx.BufferStore)):
-            for c in _calls(stmt):
-                f = _mma_flops(c)
-                if f is not None:
-                    flops += mult * f
-                elif _op_name(c).split(".")[-1] in _SFU_FUNCS:
-                    sfu += mult * in_threads
-            return
-        for c in children(stmt):
-            visit(c, mult, in_threads)
-
-    visit(block.body, 1.0, 1)
-    return flops, sfu
-
-
-def _is_mac_reduction(block) -> bool:
-    """A reduction block whose update multiplies low-precision inputs (a GEMM element)."""
-    if not any(int(iv.iter_type) == 2 for iv in block.iter_vars):  # 2 = CommReduce
-        return False
-    if not isinstance(block.body, tirx.BufferStore):
-        return False
-    muls = []
-    tvm_ffi.structural_walk(block.body.value, [(tvm.ir.prim.expr.Mul, lambda m: muls.append(m))])
-    if not muls:
-        return False
-    return any(str(r.source.dtype).startswith(_TC_DTYPES) for r in block.reads)
-
-
-def _plain_copy(block) -> tuple[bool, float]:
-    """(is a plain load->store copy, bytes per vector) for cp.async eligibility.
-
-    A copy guarded as ``if_then_else(cond, load, 0)`` (dlight pads dynamic
-    shapes this way) counts: TVM's InjectPTXAsyncCopy makes it a predicated
-    cp.async, which fills zeros where ``cond`` is false.  So does MetaSchedule's
-    cooperative copy (``ir.auto_copy_bytes``), vectorized to its ``vector_bytes``.
-    """
-    body, vector = block.body, auto_copy_bytes(block)
-    while vector is not None and isinstance(body, tirx.For):  # a cooperative copy: loops around one store
-        body = body.body
-    if not isinstance(body, tirx.BufferStore):
-        return False, 0.0
-    value = body.value
-    if _is_zero_guarded_load(value):
-        value = value.args[1]
-    if not isinstance(value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
-        return False, 0.0
-    return True, vector or dtype_bytes(body.buffer.dtype)
-
-
-def _is_zero_guarded_load(value) -> bool:
-    """``if_then_else(cond, load, 0.0)``, the form TVM turns into a predicated cp.async."""
-    if not (isinstance(value, tvm.ir.expr.Call) and _op_name(value).endswith("if_then_else")
-            and len(value.args) == 3 and isinstance(value.args[1], tvm.ir.expr.TensorLoad)):
-        return False
-    other = value.args[2]
-    return isinstance(other, tvm.ir.prim.expr.FloatImm) and float(other.value) == 0.0
 
 
 class StatementAnalyzer:
@@ -294,6 +208,16 @@ class StatementAnalyzer:
         for t, e in self.outer_threads.items():
             merged[t] = max(e, merged.get(t, 1))
         self.threads_per_block = math.prod(merged.values()) if merged else 1
+        # the grid, blockIdx.x first (the raster order), and the loop variable of each block coordinate
+        self.block_vars = {a.thread_binding.thread_tag: a.loop_var for a in loop_ref.ancestors
+                           if a.kind == tirx.ForKind.THREAD_BINDING
+                           and a.thread_binding.thread_tag.startswith("blockIdx")}
+        self.grid = {t: const_int(a.extent) or 1 for a in loop_ref.ancestors
+                     if a.kind == tirx.ForKind.THREAD_BINDING
+                     for t in [a.thread_binding.thread_tag] if t.startswith("blockIdx")}
+        # registers per thread of the kernel's register-scope buffers (accumulators, fragments)
+        local = [b for b in bufs if isinstance(b, tvm.ir.expr.Var) and is_register(scope_of(b))]
+        self.local_regs = math.ceil(sum(_alloc_bytes(b) for b in local) / 4 / max(1, self.threads_per_block))
 
     # statement-level regions, exactly as TVM's MakeSBlock computes them
     def regions(self, stmt):
@@ -321,7 +245,8 @@ class StatementAnalyzer:
                 if has_block(blk.body):
                     visit(blk.body, mult)
                     return
-                out.append(self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1)))  # shared out
+                out.append(self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1),  # shared out
+                                     list(zip(blk.iter_vars, s.iter_values, strict=True))))
                 return
             if isinstance(s, tirx.BufferStore):  # a store outside any block (opaque IR)
                 out.append(_Leaf(name=s.buffer.name, count=mult * outer, reads=[],
@@ -333,7 +258,7 @@ class StatementAnalyzer:
         visit(stmt, 1.0)
         return out
 
-    def leaf(self, blk, count) -> _Leaf:
+    def leaf(self, blk, count, bindings=None) -> _Leaf:
         if self.lowered and isinstance(blk.body, tirx.BufferStore) and not blk.match_buffers:
             # a store: its regions from its body (a block TVM's passes rewrote, e.g. the shared store
             # of a manifested local stage, keeps its old read region)
@@ -342,25 +267,46 @@ class StatementAnalyzer:
             r, w = blk.reads, blk.writes
         reads = [(x.source, _region_bytes(x)) for x in r]
         writes = [(x.source, _region_bytes(x)) for x in w]
-        flops, sfu = _leaf_work(blk)
+        work = leaf_work(blk)
         rs = {scope_of(b) for b, _ in reads}
         ws = {scope_of(b) for b, _ in writes}
-        plain, vbytes = _plain_copy(blk)
-        if flops == 0 and _is_mac_reduction(blk):
-            flops = 2.0
-        if flops > 0:
-            kind = "mma"
-        elif sfu > 0:
-            kind = "sfu"
-        elif plain and "global" in rs and any(is_shared(s) for s in ws):
-            kind = "copy"
-        elif any(is_shared(s) for s in rs) and ws and all(is_register(s) for s in ws):
-            kind = "ldmatrix"
-        else:
-            kind = "alu"
+        plain, vbytes = plain_copy(blk)
+        kind = classify(blk, work, rs, ws, plain)
+        bound = [(iv.var, v) for iv, v in bindings or []]
+        mins = tuple(tuple(substitute(rg.min, bound) for rg in x.region) for x in r if scope_of(x.source) == "global")
         steps = math.prod(const_int(iv.dom.extent) or 1 for iv in blk.iter_vars if int(iv.iter_type) == 2)
-        return _Leaf(name=blk.name_hint, count=count, reads=reads, writes=writes, kind=kind, flops=flops, sfu=sfu,
-                     vector_bytes=vbytes, plain_copy=plain and kind == "copy", reduce_steps=max(1, steps))
+        return _Leaf(name=blk.name_hint, count=count, reads=reads, writes=writes, kind=kind, work=work,
+                     vector_bytes=vbytes, plain_copy=plain and kind == "copy", global_mins=mins,
+                     reduce_steps=max(1, steps))
+
+    def reuse(self, leaves) -> tuple[float, float]:
+        """(global bytes per iteration, the compulsory part of them) of a statement's copies.
+
+        The first wave is the first min(SMs, grid) blocks in raster order (``blockIdx.x`` fastest,
+        one CTA per SM); each global read's start is evaluated at every block of the wave (other
+        variables 0): a read whose start is the same for r blocks is fetched from DRAM once for
+        them (reuse r, ``model.throughput.wave_reuse`` for a grid of independent coordinates).
+        """
+        tags = sorted(self.grid, key=lambda t: t[-1])  # blockIdx.x, .y, .z
+        grid = [self.grid[t] for t in tags]
+        wave = min(self.costs.sms, math.prod(grid)) if grid else 1
+        blocks = []
+        for linear in range(wave):
+            coord, rest = [], linear
+            for g in grid:
+                coord.append(rest % g)
+                rest //= g
+            blocks.append([(self.block_vars[t], c) for t, c in zip(tags, coord, strict=True)])
+        total = compulsory = 0.0
+        for lf in leaves:
+            if lf.kind != "copy":
+                continue
+            global_reads = [n for buf, n in lf.reads if scope_of(buf) == "global"]
+            for n, mins in zip(global_reads, lf.global_mins, strict=True):
+                tiles = {tuple(eval_int(m, b) for m in mins) for b in blocks}
+                total += lf.count * n
+                compulsory += lf.count * n * len(tiles) / wave
+        return total, compulsory
 
     def analyze(self, index: int, stmt) -> StmtInfo:
         """StmtInfo of one ordinary statement (not an inner pipeline)."""
@@ -370,29 +316,10 @@ class StatementAnalyzer:
 
     def _info(self, index, stmt, leaves, reads, writes) -> StmtInfo:
         c = self.costs
-        work = {"TC": 0.0, "TMA": 0.0, "ALU": 0.0, "SFU": 0.0}
-        copy_bytes = 0.0
-        global_bytes = 0.0
-        kinds = []
-        for lf in leaves:
-            global_bytes += lf.count * sum(n for buf, n in lf.reads if scope_of(buf) == "global")
-            if lf.kind not in kinds:
-                kinds.append(lf.kind)
-            if lf.kind == "mma":
-                work["TC"] += lf.count * lf.flops / c.tc_flops_per_clock
-            elif lf.kind == "sfu":
-                work["SFU"] += lf.count * lf.sfu / c.mufu_per_clock
-            elif lf.kind == "copy":
-                b = lf.count * sum(n for buf, n in lf.writes if is_shared(scope_of(buf)))
-                copy_bytes += b
-                work["TMA"] += b / c.smem_bytes_per_clock
-            elif lf.kind == "ldmatrix":
-                b = lf.count * sum(n for buf, n in lf.reads if is_shared(scope_of(buf)))
-                work["ALU"] += b / c.smem_bytes_per_clock
-            else:
-                elems = lf.count * sum(n / dtype_bytes(buf.dtype) for buf, n in lf.writes)
-                work["ALU"] += elems / c.fma_per_clock
-        work = {u: v for u, v in work.items() if v > 0}
+        work, bounds, copy = self._work(leaves, stmt)
+        copy_bytes = copy.get("bytes", 0.0)
+        global_bytes = sum(lf.count * n for lf in leaves for buf, n in lf.reads if scope_of(buf) == "global")
+        kinds = list(dict.fromkeys(lf.kind for lf in leaves))
         busy = max(work.values(), default=0.0)
         latency = busy
         if global_bytes:  # its result waits for global memory, whatever unit computes it
@@ -430,12 +357,77 @@ class StatementAnalyzer:
                     and set(moved) <= set(CP_ASYNC_BYTES))
         kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "empty")
         name = _stmt_name(stmt, leaves, index, self.lowered)
-        desc = _describe(kind, kinds, leaves, copy_bytes, work, async_ok)
+        desc = describe(kind, kinds, copy_bytes, async_ok, copy.get("label", ""))
+        if copy_bytes and c.chip is not None:  # what a producer warp issues when the loop is specialized
+            copy["producer"] = _producer_instructions(writes, self.aligns, c, copy_bytes)
+            copy["producer_issue"] = issue_cycles(c.chip, copy["producer"], warps=1 if "cp.async" not in
+                                                  copy["producer"] else 4)
+        flops = sum(lf.count * (lf.work.flops if lf.kind == "mma" else 2 * lf.work.fmas if lf.kind == "fma" else 0)
+                    for lf in leaves)
         return StmtInfo(index=index, name=name, kind=kind, work=work, latency=latency, reads=tuple(rnames),
                         writes=tuple(wnames), exposed=tuple(exposed), smem_writes=smem_writes, reg_writes=reg_writes,
                         smem_scopes=smem_scopes, async_capable=async_ok, description=desc,
                         details={"kinds": tuple(kinds), "copy_bytes": copy_bytes, "vector_bytes": moved,
+                                 "bounds": bounds, "copy": copy, "flops": flops,
                                  "leaves": tuple(lf.name for lf in leaves)})
+
+    def _work(self, leaves, stmt) -> tuple[dict, dict, dict]:
+        """(unit -> cycles, throughput bound -> cycles, the copy's traffic) of one iteration's leaves."""
+        c = self.costs
+        work = {"TC": 0.0, "TMA": 0.0, "ALU": 0.0, "SFU": 0.0}
+        bounds: dict = {}
+
+        def add(unit, bound, cycles):
+            work[unit] += cycles
+            bounds[bound] = bounds.get(bound, 0.0) + cycles
+        copy_bytes, instructions = 0.0, 0.0
+        for lf in leaves:
+            n, wk = lf.count, lf.work
+            smem_read = n * sum(b for buf, b in lf.reads if is_shared(scope_of(buf))) / c.smem_bytes_per_clock
+            if lf.kind == "mma":
+                add("TC", "tensor core", n * wk.flops / c.tc_flops_per_clock)
+            elif lf.kind == "sfu":
+                add("SFU", "SFU", n * wk.sfu / c.mufu_per_clock)
+            elif lf.kind == "shuffle":
+                add("ALU", "CUDA cores", n * wk.shuffles / (c.chip.shuffle_per_clock if c.chip else 32))
+            elif lf.kind == "copy":
+                b = n * sum(nb for buf, nb in lf.writes if is_shared(scope_of(buf)))
+                copy_bytes += b
+                instructions += b / (32 * max(4.0, lf.vector_bytes * vector_lanes(stmt)))
+            elif lf.kind == "fma":  # the FMA pipe and the shared-memory port run side by side
+                fma = n * wk.fmas / c.fma_per_clock
+                work["ALU"] += max(fma, smem_read)
+                bounds["CUDA cores"] = bounds.get("CUDA cores", 0.0) + fma
+                bounds["shared memory"] = bounds.get("shared memory", 0.0) + smem_read
+            elif lf.kind == "ldmatrix":
+                add("ALU", "shared memory", smem_read)
+            else:  # alu, store: elementwise work on the CUDA cores
+                elems = n * sum(nb / dtype_bytes(buf.dtype) for buf, nb in lf.writes)
+                add("ALU", "CUDA cores", elems / c.fma_per_clock)
+        copy: dict = {}
+        if copy_bytes:
+            copy = self._copy_cycles(leaves, copy_bytes, instructions)
+            work["TMA"] += copy["cycles"]
+        return {u: v for u, v in work.items() if v > 0}, bounds, copy
+
+    def _copy_cycles(self, leaves, nbytes: float, instructions: float) -> dict:
+        """A statement's global->shared copies: the slowest of the shared-memory port, this CTA's
+        share of L2 and of DRAM (compulsory bytes, ``reuse``), and the issue of its cp.async
+        instructions by the block's warps (model/throughput.py)."""
+        c = self.costs
+        if c.chip is None:  # a CostModel without chip figures: the shared-memory port alone
+            return {"bytes": nbytes, "cycles": nbytes / c.smem_bytes_per_clock, "reuse": 1.0}
+        total, compulsory = self.reuse(leaves)
+        reuse = total / compulsory if compulsory else 1.0
+        active = min(math.prod(self.grid.values()), c.sms)
+        cc = copy_cost(c, nbytes, reuse=reuse, active=active)
+        issue = issue_cycles(c.chip, {"cp.async": instructions}, warps=max(1, self.threads_per_block // 32))
+        cycles = max(cc.cycles, issue)
+        bound = "issue" if issue > cc.cycles else cc.bound
+        label = (f"{bound}-bound on {unit_label(c, 'TMA')}: port {cc.port:.0f}, L2 {cc.l2:.0f}, DRAM {cc.dram:.0f} "
+                 f"(reuse {reuse:.1f}), issue {issue:.0f} cycles")
+        return {"bytes": nbytes, "cycles": cycles, "reuse": reuse, "port": cc.port, "l2": cc.l2, "dram": cc.dram,
+                "issue": issue, "bound": bound, "active": active, "label": label}
 
     def analyze_nested(self, index: int, inner, ann: PipelineAnnotation, statements=None) -> list[StmtInfo]:
         """Three StmtInfo (prologue, body, epilogue) for an annotated inner loop.
@@ -491,8 +483,31 @@ class StatementAnalyzer:
                 smem_scopes={b: sc for i in present for b, sc in infos[i].smem_scopes.items()},
                 async_capable=False, description=desc,
                 details={"kinds": kinds, "inner": name, "counts": tuple(cnt),
+                         "flops": sum(cnt[i] * infos[i].details.get("flops", 0.0) for i in present),
+                         "bounds": _sum_dicts({b: cnt[i] * v for b, v in infos[i].details.get("bounds", {}).items()}
+                                              for i in present),
                          "leaves": tuple(lf.name for i in present for lf in leaves[i])}))
         return out
+
+
+def _producer_instructions(writes, aligns, costs, nbytes: float) -> dict:
+    """What the producer issues per iteration for a statement's shared tiles: on sm_90+ one elected
+    thread issues one TMA box per dense tile and one bulk copy per row of a padded one
+    (storage_align; ``transforms/tma_copy.py`` plans the same); before sm_90 the producer warp
+    group issues 16-byte cp.async, one warp instruction per 512 bytes."""
+    if not uses_bulk_copies(costs):
+        return {"cp.async": nbytes / 512}
+    out = {"tma": 0, "bulk": 0}
+    for w in writes:
+        if not is_shared(scope_of(w.source)):
+            continue
+        ext = [(const_int(rg.extent) or 1) for rg in w.region]
+        dense = math.prod(ext) * dtype_bytes(w.source.dtype)
+        if _padded_bytes(w, aligns) > dense:
+            out["bulk"] += math.prod(ext[:-1])
+        else:
+            out["tma"] += 1
+    return {k: v for k, v in out.items() if v}
 
 
 def _alloc_bytes(buf) -> int:
@@ -575,18 +590,3 @@ def _stmt_name(stmt, leaves, index, lowered=False) -> str:
     if lowered and leaves and leaves[0].writes:  # an unnamed block TVM made (a local stage): what it fills
         return leaves[0].writes[0][0].name
     return f"stmt{index}"
-
-
-def _describe(kind, kinds, leaves, copy_bytes, work, async_ok) -> str:
-    what = {"copy": "global->shared copy", "ldmatrix": "shared->register load (ldmatrix)",
-            "mma": "tensor-core compute", "sfu": "special-function work", "alu": "ALU work",
-            "empty": "no work"}
-    if kind == "mixed":
-        text = "loop of " + " + ".join(what[k] for k in kinds)
-    else:
-        text = what.get(kind, kind)
-    if copy_bytes:
-        text += f", {copy_bytes:.0f} B per iteration" + (" (cp.async-capable)" if async_ok else "")
-    return text
-
-

@@ -95,6 +95,11 @@ class Extraction:
     versioned: frozenset | None = None
     step: int = 1
     extent: str | None = None
+    #: The kernel around the loop, for the throughput model: threads per block, the grid (blockIdx.x
+    #: first) and the registers per thread its register-scope buffers take (``StatementAnalyzer``).
+    threads: int = 0
+    grid: tuple[int, ...] = ()
+    local_regs: int = 0
 
     @property
     def trips(self) -> str:
@@ -191,7 +196,10 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       loop=ref.name, func=ref.func, trip_count=None if it.symbolic is not None else it.trip,
                       quantum=q, machine=m, extent=None if it.symbolic is None else str(it.symbolic),
                       arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found,
-                      double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step)
+                      double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step,
+                      threads=an.threads_per_block,
+                      grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
+                      local_regs=lan.local_regs)
 
 
 def loop_iterations(node, name: str) -> Iterations:
@@ -310,7 +318,10 @@ def _units(cycles: float, q: int) -> int:
 def _build_graph(stmts, loop_name, m, q, streaming) -> Graph:
     ops = []
     for s in stmts:
-        units = {u: _units(c, q) for u, c in s.work.items() if c > 0}
+        work = dict(s.work)
+        if streaming and s.kind == "copy":  # one producer issues every copy instruction (model/throughput.py)
+            work["TMA"] = max(work.get("TMA", 0.0), s.details.get("copy", {}).get("producer_issue", 0.0))
+        units = {u: _units(c, q) for u, c in work.items() if c > 0}
         cycles = max(units.values(), default=0)
         # registers count only while another statement still needs them
         regs = sum(r for b, r in s.reg_writes.items()

@@ -17,6 +17,7 @@ from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for th
 
 __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
            "children", "const_int", "dlight", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes",
+           "eval_int",
            "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
            "meta_schedule_verify_gpu_code", "prim_functions", "relax_frontend", "s_tir", "scope_of",
@@ -52,6 +53,17 @@ def const_int(expr) -> int | None:
 def substitute(node, vmap):
     """``node`` with each variable ``k`` of the pairs ``vmap`` = [(k, expr)] replaced by its ``expr``."""
     return tvm_ffi.structural_map(node, [(tirx.Var, lambda v: next((e for k, e in vmap if k.same_as(v)), v))])
+
+
+def eval_int(expr, values) -> int | None:
+    """``expr`` with each variable of the pairs ``values`` = [(var, int)] replaced by its value and
+    every other variable by 0, folded to an int (None if it does not fold)."""
+    def value(v):
+        ty = v.ty
+        if not isinstance(ty, tvm.ir.type.PrimType):  # a buffer or handle, not an index variable
+            return v
+        return tirx.const(next((x for k, x in values if k.same_as(v)), 0), str(ty))
+    return const_int(tvm.sym.Analyzer().simplify(tvm_ffi.structural_map(expr, [(tirx.Var, value)])))
 
 
 def dtype_bytes(dtype) -> float:

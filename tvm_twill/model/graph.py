@@ -76,6 +76,9 @@ class Op:
     variable_latency: bool = False
     warps: int = 1
     spill_cost: int | None = None
+    #: Useful floating-point operations of one instance (optional; only the throughput prediction
+    #: reads it: TFLOPS = flops per iteration / cycles per iteration).
+    flops: int = 0
 
     def __post_init__(self):
         if self.rrt is not None:
@@ -251,7 +254,7 @@ def _nonneg_int(v, what: str) -> None:
 def _check_op(op: Op) -> None:
     check_name(op.name, "op name")
     _nonneg_int(op.cycles, f"op '{op.name}' cycles")
-    for f in ("regs", "smem", "tmem"):
+    for f in ("regs", "smem", "tmem", "flops"):
         _nonneg_int(getattr(op, f), f"op '{op.name}' {f}")
     _nonneg_int(op.warps, f"op '{op.name}' warps")
     if op.warps < 1:

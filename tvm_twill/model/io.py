@@ -24,7 +24,8 @@ from .schedule import SCHEDULE_FORMAT, Attempt, LowerBound, Placement, Schedule
 
 GRAPH_FORMAT = "tvm-twill-graph/1"
 
-_OP_KEYS = {"name", "cycles", "unit", "rrt", "regs", "smem", "tmem", "variable_latency", "warps", "spill_cost"}
+_OP_KEYS = {"name", "cycles", "unit", "rrt", "regs", "smem", "tmem", "variable_latency", "warps", "spill_cost",
+            "flops"}
 _EDGE_KEYS = {"src", "dst", "delay", "distance", "blocking"}
 _GRAPH_KEYS = {"format", "name", "machine", "normalize", "cycles_per_unit", "ops", "edges"}
 _MACHINE_KEYS = {"format", "name", "units", "warp_groups", "warps_per_group", "regs_per_thread_max",
@@ -155,7 +156,7 @@ def _op_from_dict(d, i: int, ctx: str) -> Op:
     kw = {"name": name, "cycles": _int(d["cycles"], f"{where} cycles", ctx)}
     if "unit" in d:
         kw["unit"] = _str(d["unit"], f"{where} unit", ctx)
-    for k in ("regs", "smem", "tmem", "warps"):
+    for k in ("regs", "smem", "tmem", "warps", "flops"):
         if k in d:
             kw[k] = _int(d[k], f"{where} {k}", ctx)
     if "spill_cost" in d:
@@ -234,7 +235,7 @@ def graph_to_dict(g: Graph) -> dict:
             o["rrt"] = [dict(row) for row in op.rrt]
         else:
             o["unit"] = op.unit
-        for k in ("regs", "smem", "tmem"):
+        for k in ("regs", "smem", "tmem", "flops"):
             if getattr(op, k):
                 o[k] = getattr(op, k)
         if op.variable_latency:
@@ -297,7 +298,7 @@ def schedule_to_dict(s: Schedule) -> dict:
 
 _RESULTS = ("sat", "unsat", "timeout", "skipped")
 _SCHED_KEYS = {"format", "graph", "machine", "ii", "length", "optimal", "lower_bound", "cycles", "ops",
-               "solve_seconds", "attempts", "normalization", "streaming"}
+               "solve_seconds", "attempts", "normalization", "streaming", "prediction"}
 
 
 def schedule_from_dict(doc, ctx: str = "") -> Schedule:

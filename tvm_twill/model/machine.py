@@ -35,6 +35,10 @@ architecture papers; the figures and their sources are in docs/machines.md:
   op's ``spill_cost`` itself (a 64 KiB fp32 tile through shared memory at
   128 B/clk is about 1000 cycles).
 
+* Chip figures (``CostModel.chip``, ``model/chip.py``): DRAM and L2
+  bandwidth, L2 size, the shared-memory port, issue slots and residency
+  limits of each part, with their sources in docs/machines.md.
+
 The cost-model figures (``tc_flops_per_clock`` ...) are used by the TIR
 front-end to turn tile shapes into cycles; they are not part of the JSON
 format and a machine read from JSON has none (``costs`` is None).
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 
 from ..errors import MachineError
 from .arch import parse_arch
+from .chip import CHIPS, Chip
 
 MACHINE_FORMAT = "tvm-twill-machine/1"
 
@@ -61,6 +66,7 @@ class CostModel:
     fma_per_clock: int           # fp32 FMA results per clock per SM
     hbm_bytes_per_s: float       # DRAM bandwidth of the whole GPU, bytes per second
     smem_bytes_per_clock: int = 128  # shared-memory bandwidth per SM (32 banks x 4 B)
+    chip: Chip | None = None     # memory levels, issue slots, residency limits (model/chip.py)
 
     @property
     def hbm_bytes_per_clock(self) -> float:
@@ -137,19 +143,19 @@ BUILTIN_MACHINES: dict[str, Machine] = {
         costs=CostModel(arch="sm_80", sms=108, clock_ghz=1.41, tc_flops_per_clock=2048,
                         mufu_per_clock=16, fma_per_clock=64,
                         # 1.555e12 B/s / (108 SMs x 1.41e9 clk/s)
-                        hbm_bytes_per_s=1.555e12)),
+                        hbm_bytes_per_s=1.555e12, chip=CHIPS["a100"])),
     "h100": Machine(
         name="h100", units=_UNITS, smem_bytes=227 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_90a", sms=132, clock_ghz=1.83, tc_flops_per_clock=4096,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 3.35e12 B/s / (132 SMs x 1.83e9 clk/s) ~ 14 B/clk
-                        hbm_bytes_per_s=3.35e12)),
+                        hbm_bytes_per_s=3.35e12, chip=CHIPS["h100"])),
     "b200": Machine(
         name="b200", units=_UNITS, smem_bytes=227 * 1024, tmem_bytes=128 * 512 * 4,
         costs=CostModel(arch="sm_100a", sms=148, clock_ghz=1.85, tc_flops_per_clock=8192,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 8e12 B/s / (148 SMs x 1.85e9 clk/s)
-                        hbm_bytes_per_s=8.0e12)),
+                        hbm_bytes_per_s=8.0e12, chip=CHIPS["b200"])),
 }
 
 
@@ -161,25 +167,25 @@ BUILTIN_MACHINES.update({
         costs=CostModel(arch="sm_86", sms=84, clock_ghz=1.74, tc_flops_per_clock=1024,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 696e9 B/s / (84 SMs x 1.74e9 clk/s)
-                        hbm_bytes_per_s=696e9)),
+                        hbm_bytes_per_s=696e9, chip=CHIPS["a40"])),
     "orin": Machine(
         name="orin", units=_AMPERE_UNITS, smem_bytes=163 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_87", sms=16, clock_ghz=1.3, tc_flops_per_clock=2048,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 204.8e9 B/s LPDDR5 (shared with the CPU) / (16 SMs x 1.3e9 clk/s)
-                        hbm_bytes_per_s=204.8e9)),
+                        hbm_bytes_per_s=204.8e9, chip=CHIPS["orin"])),
     "l40s": Machine(
         name="l40s", units=_AMPERE_UNITS, smem_bytes=99 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_89", sms=142, clock_ghz=2.52, tc_flops_per_clock=1024,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 864e9 B/s / (142 SMs x 2.52e9 clk/s)
-                        hbm_bytes_per_s=864e9)),
+                        hbm_bytes_per_s=864e9, chip=CHIPS["l40s"])),
     "rtx5090": Machine(
         name="rtx5090", units=_UNITS, smem_bytes=99 * 1024, tmem_bytes=0,
         costs=CostModel(arch="sm_120", sms=170, clock_ghz=2.41, tc_flops_per_clock=1024,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 1.792e12 B/s / (170 SMs x 2.41e9 clk/s)
-                        hbm_bytes_per_s=1.792e12)),
+                        hbm_bytes_per_s=1.792e12, chip=CHIPS["rtx5090"])),
 })
 
 #: Compute capability -> built-in machine, and the arch suffixes each accepts

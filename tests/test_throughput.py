@@ -1,0 +1,137 @@
+"""The chip figures and the throughput model (model/chip.py, model/throughput.py): hand-computed terms."""
+import pytest
+
+from tvm_twill.errors import MachineError
+
+from tvm_twill.model import BUILTIN_MACHINES
+from tvm_twill.model.chip import CHIPS, Chip
+
+
+def test_every_builtin_machine_has_its_chip_figures():
+    for name, m in BUILTIN_MACHINES.items():
+        assert m.costs.chip is CHIPS[name]
+    a100 = CHIPS["a100"]
+    assert a100.l2_bytes_per_s == pytest.approx(5120 * 1.41e9)  # the white paper's 5120 B/clk
+    assert a100.max_ctas_per_sm == 32 and a100.max_warps_per_sm == 64 and a100.smem_per_sm == 164 * 1024
+
+
+def test_chip_refuses_a_non_positive_figure():
+    with pytest.raises(MachineError, match="l2_bytes_per_s must be a positive number"):
+        Chip(part="x", dram_bytes_per_s=1e12, l2_bytes_per_s=0, l2_bytes=1, smem_per_sm=1,
+             max_ctas_per_sm=1, max_warps_per_sm=1)
+
+
+# -- the terms, by hand ---------------------------------------------------------------------------
+from tvm_twill.model.prediction import predict  # noqa: E402
+from tvm_twill.model.throughput import copy_cost, issue_cycles, occupancy, unit_label, wave_reuse  # noqa: E402
+
+H100 = BUILTIN_MACHINES["h100"].costs
+A100 = BUILTIN_MACHINES["a100"].costs
+
+
+def test_occupancy_takes_the_tightest_resource():
+    chip = H100.chip
+    # 128 threads x 128 registers = 4 warps x 4096 = 16384 registers: 4 CTAs; 32 KiB (+1 KiB): 6; warps 16
+    occ = occupancy(chip, threads=128, regs_per_thread=128, smem_bytes=32 * 1024)
+    assert (occ.ctas, occ.limiter) == (4, "registers")
+    assert occ.by == {"registers": 4, "shared memory": 6, "threads": 16, "CTA slots": 32}
+    # 168 registers round up to 5376 per warp (21 x 256); 12 warps = 64512: one CTA
+    assert occupancy(chip, threads=384, regs_per_thread=168, smem_bytes=1024).ctas == 1
+    # setmaxnreg budgets: 128 producer threads x 40 + 256 consumer threads x 232 = 5120 + 59392 = 64512
+    occ = occupancy(chip, threads=384, regs_per_thread=0, smem_bytes=100 * 1024, roles=[(128, 40), (256, 232)])
+    assert (occ.ctas, occ.by["registers"], occ.by["shared memory"]) == (1, 1, 2)
+    # 64 threads, 32 registers, no shared memory: the hardware's 32 CTA slots
+    assert occupancy(chip, threads=64, regs_per_thread=32, smem_bytes=0).limiter == "CTA slots"
+
+
+def test_occupancy_refuses_a_block_that_does_not_fit():
+    with pytest.raises(MachineError, match=r"does not fit one SM of H100 SXM5 \(shared memory\)"):
+        occupancy(H100.chip, threads=128, regs_per_thread=32, smem_bytes=300 * 1024)
+
+
+def test_wave_reuse_follows_the_raster_order():
+    # 32 x 32 tiles (blockIdx.x = column tile, fastest), 132 CTAs resident: the first wave is ids 0..131,
+    # rows 0..4 (5 distinct A tiles), all 32 columns (32 distinct B tiles)
+    assert wave_reuse((32, 32), (False, True), 132) == pytest.approx(132 / 5)
+    assert wave_reuse((32, 32), (True, False), 132) == pytest.approx(132 / 32)
+    assert wave_reuse((32, 32), (True, True), 132) == 1.0       # every CTA its own tile
+    assert wave_reuse((4, 1), (True, False), 132) == 1.0        # a wave larger than the grid: the grid
+    assert wave_reuse((8, 4), (False, False), 132) == 32.0      # one tile read by all 32 CTAs
+
+
+def test_copy_cost_is_the_slowest_level():
+    # 24 KiB per iteration, one CTA per SM on H100: port 24576 / 128 = 192 cycles; L2 24576 x 132 SMs /
+    # (5.5e12 / 1.83e9 B/clk) = 1079.4; DRAM with each tile read by 4.125 CTAs: 24576 / 4.125 x 132 /
+    # (3.35e12 / 1.83e9) = 429.6
+    c = copy_cost(H100, 24576, reuse=4.125)
+    assert c.port == pytest.approx(192.0)
+    assert c.l2 == pytest.approx(24576 * 132 / (5.5e12 / 1.83e9))
+    assert c.l2 == pytest.approx(1079.4, abs=0.1)
+    assert c.dram == pytest.approx(429.6, abs=0.1)
+    assert (c.cycles, c.bound) == (c.l2, "L2")
+    # two CTAs per SM: each gets half of its SM's share, so the same bytes take twice the cycles
+    assert copy_cost(H100, 24576, ctas_per_sm=2, reuse=4.125).l2 == pytest.approx(2 * c.l2)
+    # no reuse, A100: DRAM 8192 x 108 / (1.555e12 / 1.41e9) = 802.2 > L2 8192 x 108 / 5120 = 172.8
+    d = copy_cost(A100, 8192)
+    assert d.l2 == pytest.approx(172.8) and d.dram == pytest.approx(802.2, abs=0.1) and d.bound == "DRAM"
+
+
+def test_issue_cost_counts_the_issuing_warps_instructions():
+    chip = H100.chip
+    assert issue_cycles(chip, {"bulk": 160}) == 640.0         # 160 row copies x 4 slots, one warp
+    assert issue_cycles(chip, {"tma": 2}) == 8.0              # two boxes
+    assert issue_cycles(chip, {"cp.async": 64}, warps=8) == 16.0  # eight warps share the SM's 4 schedulers
+    assert issue_cycles(chip, {"mma": 6, "ldmatrix": 2}, warps=2) == 4.0
+
+
+def test_unit_label_names_cp_async_before_hopper():
+    assert unit_label(A100, "TMA") == "async copy (cp.async)"
+    assert unit_label(H100, "TMA") == "TMA" and unit_label(A100, "TC") == "TC"
+
+
+def test_prediction_by_hand():
+    occ = occupancy(H100.chip, threads=128, regs_per_thread=128, smem_bytes=32 * 1024)  # 4 CTAs
+    # 128x128x64 GEMM step: 2097152 FLOP = 512 TC cycles; schedule ii 600 cycles; 32 KiB copied, reuse 8
+    p = predict(H100, ii_cycles=600, flops=2097152, occ=occ, work={"tensor core": 512}, copy_bytes=32768,
+                reuse=8)
+    l2 = 4 * 32768 * 132 / (5.5e12 / 1.83e9)                   # 5756.9 cycles per round: L2-bound
+    assert p.terms["tensor core"] == 2048 and p.terms["L2"] == pytest.approx(l2)
+    assert p.bound == "L2" and p.cycles_per_iteration == pytest.approx(l2)
+    assert p.tflops_per_sm == pytest.approx(4 * 2097152 / l2 * 1.83e9 / 1e12)
+    assert p.tflops == pytest.approx(p.tflops_per_sm * 132)
+    # latency-bound with registers limiting the CTAs: the bound is occupancy
+    q = predict(H100, ii_cycles=3000, flops=2097152, occ=occ, work={"tensor core": 512})
+    assert q.bound == "occupancy" and q.cycles_per_iteration == 3000
+    # 1000 tiles on 132 x 4 slots: 2 waves, 1000 / 1056 of the slots busy
+    r = predict(H100, ii_cycles=512, flops=2097152, occ=occ, work={"tensor core": 512}, tiles=1000)
+    assert r.bound == "tensor core" and r.wave_efficiency == pytest.approx(1000 / 1056)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(name=st.sampled_from(sorted(BUILTIN_MACHINES)), ii=st.floats(1, 1e5), flops=st.floats(0, 1e9),
+       ctas=st.integers(1, 32), copy=st.floats(0, 1e6), reuse=st.floats(1, 1e4),
+       tc=st.floats(0, 1e5), alu=st.floats(0, 1e5), tiles=st.one_of(st.none(), st.integers(1, 100000)))
+def test_no_prediction_exceeds_the_peak_or_the_dram_roofline(name, ii, flops, ctas, copy, reuse, tc, alu, tiles):
+    from tvm_twill.model.throughput import Occupancy
+    costs = BUILTIN_MACHINES[name].costs
+    p = predict(costs, ii_cycles=ii, flops=flops, occ=Occupancy(ctas, "threads"),
+                work={"tensor core": tc, "CUDA cores": alu}, copy_bytes=copy, reuse=reuse, tiles=tiles)
+    peak = costs.tc_flops_per_clock * costs.sms * costs.clock_ghz * 1e9 / 1e12
+    assert p.tflops <= peak * (1 + 1e-9)
+    if copy:  # the DRAM roofline: flops per compulsory byte x DRAM bandwidth
+        roof = flops / (copy / reuse) * costs.chip.dram_bytes_per_s / 1e12
+        assert p.tflops <= roof * (1 + 1e-9)
+
+
+def test_a_resource_within_one_quantum_of_the_ii_is_the_bound():
+    from tvm_twill.model.throughput import Occupancy
+    # ii 1088 cycles (68 units of 16) for 1079.4 cycles of L2: the ii is the L2 time rounded up to the unit
+    p = predict(H100, ii_cycles=1088, flops=1048576, occ=Occupancy(1, "registers"), copy_bytes=24576, reuse=4,
+                quantum=16)
+    assert p.terms["L2"] == pytest.approx(1079.4, abs=0.1) and p.bound == "L2"
+    assert predict(H100, ii_cycles=1088, flops=1048576, occ=Occupancy(1, "registers"), copy_bytes=24576,
+                   reuse=4).bound == "occupancy"  # without the quantum: latency, registers keep CTAs off

@@ -1,0 +1,205 @@
+"""What one leaf block of a statement does: its class, and the work in it.
+
+Classes, from what the block computes (first match wins):
+
+==============  ===================================================================  ===========
+kind            recognised by                                                        runs on
+==============  ===================================================================  ===========
+``mma``         an mma / wgmma intrinsic call, or a reduction block                  tensor cores
+                multiply-accumulating fp16/bf16/fp8/int8 inputs (tensorized later)
+``sfu``         exp, exp2, log, tanh, rsqrt ... calls                                SFU (MUFU)
+``shuffle``     warp shuffles (``tvm_warp_shuffle*``): a shuffle reduction           CUDA cores
+``copy``        a plain load->store from global to shared (cp.async, TMA)           copy engine
+``fma``         ``x = x + a * b`` on fp32 or wider values (or a reduction block      CUDA cores
+                doing it): a SIMT FMA loop
+``store``       writes global memory (an epilogue: bias, activation, the store)      CUDA cores
+``ldmatrix``    reads shared, writes registers, computes nothing else                shared port
+``alu``         anything else (elementwise work)                                     CUDA cores
+==============  ===================================================================  ===========
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .ir import auto_copy_bytes, children, const_int, dtype_bytes, is_register, is_shared, tirx, tvm, tvm_ffi
+
+__all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy"]
+
+_SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt",
+              "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
+_SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+_TC_DTYPES = ("float16", "bfloat16", "float8", "int8", "uint8", "int4")
+
+
+@dataclass
+class LeafWork:
+    """Work of one instance of a leaf block: tensor-core FLOP, MUFU calls, shuffles (per thread
+    that runs them), FMAs, and tensor-core instructions by kind ("mma" / "wgmma")."""
+
+    flops: float = 0.0
+    sfu: float = 0.0
+    shuffles: float = 0.0
+    fmas: float = 0.0
+    mma_instructions: float = 0.0
+
+
+def _calls(node):
+    out = []
+    tvm_ffi.structural_walk(node, [(tvm.ir.expr.Call, lambda c: out.append(c))])
+    return out
+
+
+def _op_name(call) -> str:
+    return getattr(call.op, "name", "") or ""
+
+
+def _mma_flops(call) -> float | None:
+    """FLOPs of one warp/warpgroup-level mma call, or None if it is not one."""
+    name = _op_name(call)
+    short = name.split(".")[-1]
+    if "mma" not in name or any(w in short for w in ("fill", "store", "load", "ldmatrix", "fence", "commit",
+                                                      "wait", "arrive", "descriptor")):
+        return None
+    for a in call.args:
+        if isinstance(a, tvm.ir.expr.StringImm):
+            m = _SHAPE.fullmatch(str(a.value))
+            if m:
+                return 2.0 * int(m.group(1)) * int(m.group(2)) * int(m.group(3))
+    return 2.0 * 16 * 16 * 16  # wmma (tvm_mma_sync) fragments are 16x16x16
+
+
+def leaf_work(block) -> LeafWork:
+    """The work of one instance of a leaf block.
+
+    Loops inside the block multiply the calls they enclose, except thread-bound
+    loops around a warp-level intrinsic: the warp issues it together.
+    """
+    w = LeafWork()
+
+    def visit(stmt, mult, in_threads):
+        if isinstance(stmt, tirx.For):
+            ext = const_int(stmt.extent) or 1
+            if stmt.kind == tirx.ForKind.THREAD_BINDING:
+                visit(stmt.body, mult, in_threads * ext)
+            else:
+                visit(stmt.body, mult * ext, in_threads)
+            return
+        if isinstance(stmt, (tirx.Evaluate, tirx.BufferStore)):
+            for c in _calls(stmt):
+                f = _mma_flops(c)
+                short = _op_name(c).split(".")[-1]
+                if f is not None:
+                    w.flops += mult * f
+                    w.mma_instructions += mult
+                elif short in _SFU_FUNCS:
+                    w.sfu += mult * in_threads
+                elif short.startswith("tvm_warp_shuffle"):
+                    w.shuffles += mult * in_threads
+            if isinstance(stmt, tirx.BufferStore) and _is_fma_update(stmt):
+                w.fmas += mult * in_threads
+            return
+        for c in children(stmt):
+            visit(c, mult, in_threads)
+
+    visit(block.body, 1.0, 1)
+    return w
+
+
+def _is_fma_update(store) -> bool:
+    """``X[i] = X[i] + (... * ...)`` (either operand order): a multiply-accumulate."""
+    v = store.value
+    if not isinstance(v, tvm.ir.prim.expr.Add):
+        return False
+    muls: list = []
+    for acc, other in ((v.a, v.b), (v.b, v.a)):
+        if isinstance(acc, tvm.ir.expr.TensorLoad) and acc.source.same_as(store.buffer):
+            tvm_ffi.structural_walk(other, [(tvm.ir.prim.expr.Mul, muls.append)])
+    return bool(muls)
+
+
+def _mac_reduction(block) -> str | None:
+    """"tc" for a reduction block multiply-accumulating low-precision inputs (a GEMM element the
+    schedule tensorizes), "fma" for one on fp32 or wider inputs, else None."""
+    if not any(int(iv.iter_type) == 2 for iv in block.iter_vars):  # 2 = CommReduce
+        return None
+    if not isinstance(block.body, tirx.BufferStore):
+        return None
+    muls = []
+    tvm_ffi.structural_walk(block.body.value, [(tvm.ir.prim.expr.Mul, lambda m: muls.append(m))])
+    if not muls:
+        return None
+    return "tc" if any(str(r.source.dtype).startswith(_TC_DTYPES) for r in block.reads) else "fma"
+
+
+def plain_copy(block) -> tuple[bool, float]:
+    """(is a plain load->store copy, bytes per vector) for cp.async eligibility.
+
+    A copy guarded as ``if_then_else(cond, load, 0)`` (dlight pads dynamic
+    shapes this way) counts: TVM's InjectPTXAsyncCopy makes it a predicated
+    cp.async, which fills zeros where ``cond`` is false.  So does MetaSchedule's
+    cooperative copy (``ir.auto_copy_bytes``), vectorized to its ``vector_bytes``.
+    """
+    body, vector = block.body, auto_copy_bytes(block)
+    while vector is not None and isinstance(body, tirx.For):  # a cooperative copy: loops around one store
+        body = body.body
+    if not isinstance(body, tirx.BufferStore):
+        return False, 0.0
+    value = body.value
+    if _is_zero_guarded_load(value):
+        value = value.args[1]
+    if not isinstance(value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
+        return False, 0.0
+    return True, vector or dtype_bytes(body.buffer.dtype)
+
+
+def _is_zero_guarded_load(value) -> bool:
+    """``if_then_else(cond, load, 0.0)``, the form TVM turns into a predicated cp.async."""
+    if not (isinstance(value, tvm.ir.expr.Call) and _op_name(value).endswith("if_then_else")
+            and len(value.args) == 3 and isinstance(value.args[1], tvm.ir.expr.TensorLoad)):
+        return False
+    other = value.args[2]
+    return isinstance(other, tvm.ir.prim.expr.FloatImm) and float(other.value) == 0.0
+
+
+def classify(block, work: LeafWork, read_scopes: set, write_scopes: set, plain: bool) -> str:
+    """The class of a leaf block (module docstring), from its work and the scopes it reads/writes."""
+    mac = _mac_reduction(block)
+    if work.flops == 0 and mac == "tc":
+        work.flops = 2.0
+    if work.fmas == 0 and mac == "fma":
+        work.fmas = 1.0
+    if work.flops > 0:
+        return "mma"
+    if work.sfu > 0:
+        return "sfu"
+    if work.shuffles > 0:
+        return "shuffle"
+    if plain and "global" in read_scopes and any(is_shared(s) for s in write_scopes):
+        return "copy"
+    if work.fmas > 0:
+        return "fma"
+    if "global" in write_scopes:
+        return "store"
+    if any(is_shared(s) for s in read_scopes) and write_scopes and all(is_register(s) for s in write_scopes):
+        return "ldmatrix"
+    return "alu"
+
+
+_WHAT = {"copy": "global->shared copy", "ldmatrix": "shared->register load (ldmatrix)",
+         "mma": "tensor-core GEMM", "fma": "SIMT FMA on the CUDA cores", "sfu": "special-function (SFU) math",
+         "shuffle": "shuffle reduction", "store": "epilogue store to global memory", "alu": "ALU work",
+         "empty": "no work"}
+
+
+def describe(kind, kinds, copy_bytes, async_ok, copy_label="") -> str:
+    """One phrase for a statement: what its leaves do, and its copy traffic."""
+    if kind == "mixed":
+        text = "loop of " + " + ".join(_WHAT[k] for k in kinds)
+    else:
+        text = _WHAT.get(kind, kind)
+    if copy_bytes:
+        text += f", {copy_bytes:.0f} B per iteration" + (" (cp.async-capable)" if async_ok else "")
+        if copy_label:
+            text += f", {copy_label}"
+    return text
