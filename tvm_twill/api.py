@@ -36,11 +36,9 @@ from dataclasses import dataclass, field, replace
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
                        read_annotation, resolve_loop, scratch_schedule)
-from .model import (Graph, Machine, Schedule, critical_recurrence, graph_to_dict, machine_to_dict,
-                    rec_mii, res_mii, resource_bottleneck)
+from .model import (Graph, Machine, Schedule, graph_to_dict, machine_to_dict)
 from .model.pipeline import PipelineAnnotation
-from .model.throughput import unit_label
-from .report import normalization_warning, role_name
+from .report import normalization_warning
 from .roofline import plan_prediction
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
@@ -51,10 +49,11 @@ from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import register_pipeline
 from .stages import FIT_NOTE, fit_shared, shared_memory, shared_summary
 from .transforms.swp_lowering import register_swp_pipeline
+from .explain import SYMBOLIC_NOTE, explain_plan
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
-__all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
-           "shared_memory", "swp_machine"]
+__all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "SYMBOLIC_NOTE", "auto_pipeline",
+           "evaluate_annotation", "shared_memory", "swp_machine"]
 
 
 def swp_machine(machine: Machine) -> Machine:
@@ -236,7 +235,7 @@ class PipelinePlan:
 
     def explain(self) -> str:
         """Why these stages, and what limits the II (plain text; times in machine cycles)."""
-        return _explain(self)
+        return explain_plan(self)
 
     def check_on_cpu(self, *, seed: int = 0):
         """Run the function before and after this plan (every nested plan too) on the CPU (llvm) on the same
@@ -517,110 +516,3 @@ def evaluate_annotation(sch, loop, target, *, machine=None, quantum: int | None 
     ii, times, bound = annotation_ii(graph, ms, ann)
     return AnnotationEval(loop=ex.loop, annotation=ann, ii=ii, quantum=ex.quantum, times=times, extraction=ex,
                           bound=bound)
-
-
-# -- explain ----------------------------------------------------------------------
-#: What a plan assumes of a loop whose trip count is symbolic (stated in explain()).
-SYMBOLIC_NOTE = ("symbolic trip count: the plan is the same for every trip count (the II is the steady "
-                 "state's); assumed: TVM's InjectSoftwarePipeline guards each prologue and epilogue statement "
-                 "with its iteration's bound, so a loop shorter than the stage count (0 iterations included) "
-                 "runs exactly the iterations that exist, with no overlap; the cp.async wait counts shown are "
-                 "the steady state's (TVM makes the prologue's counts depend on the trip count: compile with "
-                 "plan.tir_pipeline, which waits for every copy there)")
-
-
-def _ws_opening(plan: PipelinePlan) -> list[str]:
-    """A warp-specialized plan's explanation opens with what runs: the roles and the ring."""
-    ws = plan.warp_specialization
-    if ws is None or not ws.chosen or not plan.applied:
-        return []
-    return [f"auto_pipeline: loop '{plan.loop}' ({plan.extraction.trips} iterations) for {plan.arch}: "
-            f"warp-specialized, ii {ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); "
-            + "; ".join(f"{role}: {', '.join(stmts)}" for role, stmts in ws.roles.items())
-            + f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them",
-            "the one-role software pipeline it was compared with:"]
-
-
-def _explain(plan: PipelinePlan) -> str:
-    ex, s, ann, g = plan.extraction, plan.schedule, plan.annotation, plan.graph
-    q = plan.quantum
-    m = plan.machine
-    L = _ws_opening(plan)
-    L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trips} iterations) for {plan.arch} on machine "
-             f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
-             f"times in machine cycles (the model counts in units of {q} cycles)")
-    if ex.trip_count is None:
-        L.append(SYMBOLIC_NOTE)
-    for inner in plan.inner:
-        L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
-                 f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")
-    L.append("statements (one per child of the loop body, as InjectSoftwarePipeline sees them):")
-    for st in ex.stmts:
-        op = g.ops[st.index]
-        p = s.ops[st.name]
-        L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles * q} cycles on "
-                 f"{'+'.join(unit_label(m.costs, u) for u in st.units) or 'nothing'}; issues at cycle "
-                 f"{p.time * q} -> stage {ann.stages[st.index]}, "
-                 f"order {ann.orders[st.index]}")
-    gs = plan.solved_graph or g  # the bounds of what was solved (with a stage bound's constraints)
-    res, rec = res_mii(gs, m), rec_mii(gs)
-    L.append(f"II = {s.ii * q} cycles per iteration ({'optimal' if s.optimal else 'best found'}); lower bounds: "
-             f"ResMII {res * q} cycles, RecMII {rec * q} cycles")
-    if s.ii == res:
-        unit, total, cap = resource_bottleneck(gs, m)
-        users = [op.name for op in g.ops if op.usage(unit)]
-        L.append(f"what limits the II: resources - unit {unit_label(m.costs, unit)} is busy {total * q} of every "
-                 f"{s.ii * q} cycles "
-                 f"(capacity {cap}), used by {', '.join(users)}")
-    elif s.ii == rec:
-        cyc = critical_recurrence(gs) or []
-        L.append(f"what limits the II: recurrence {' -> '.join(cyc + cyc[:1])} (a loop-carried dependence, "
-                 "e.g. the accumulator)")
-    else:
-        reasons = sorted({a.reason for a in s.attempts if a.result == "unsat" and a.reason})
-        proven = s.ii if s.optimal or s.lower_bound is None else s.lower_bound.ii  # best found: what was proven
-        L.append(f"what limits the II: every II from {max(res, rec) * q} to {(proven - 1) * q} cycles (in steps of "
-                 f"{q}) was proven infeasible by "
-                 f"{'; '.join(reasons) or 'the model constraints'} (registers, shared memory or latency "
-                 "within the fixed window)")
-    if plan.depth:
-        L.append(f"pipeline depth: {plan.depth}")
-    if ex.hazards:
-        shown = ", ".join(h.describe(ex.names) for h in ex.hazards[:6])
-        more = f" and {len(ex.hazards) - 6} more" if len(ex.hazards) > 6 else ""
-        L.append(f"order kept for buffers TVM does not multi-version or uses within an iteration: {shown}{more}")
-    L.append("why these stages:")
-    lifted = False
-    for e in g.edges:
-        a, b = ex.op_index[e.src], ex.op_index[e.dst]
-        if e.distance == 0 and ann.stages[b] > ann.stages[a]:
-            lifted = True
-            L.append(f"  {e.dst} runs {ann.stages[b] - ann.stages[a]} stage(s) after {e.src}: it needs "
-                     f"{e.delay * q} cycles after {e.src} issues, and II is {s.ii * q} cycles")
-    if not lifted:
-        L.append("  every dependence fits within one stage at this II")
-    smem = plan.shared_memory
-    if smem:
-        L.append("shared memory (TVM allocates stage distance + 1 versions): "
-                 + ", ".join(f"{n} x{v} = {b} B" for n, (v, b) in smem.items())
-                 + f"; total {plan.smem_bytes} B: {shared_summary(ex, ann, m)}")
-    if ann.async_stages:
-        waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
-                          for w in plan.waits)
-        L.append(f"async stages {list(ann.async_stages)}: {', '.join(plan.async_copies)} become cp.async when "
-                 f"compiled with tvm_twill.build(mod, target, plan) (or under plan.pass_context()); predicted "
-                 f"cp.async.wait_group counts: {waits or 'none'}")
-    else:
-        L.append("no async stage (no stage consists only of cp.async-capable copies)")
-    L.extend(f"  {name} stays a synchronous copy: {why}" for name, why in plan.sync_copies)
-    L.append(f"annotations: {plan.annotations}")
-    if plan.warp_specialization is not None:
-        L.append(plan.warp_specialization.explain())
-    if m.costs is not None and m.costs.chip is not None:
-        try:
-            L.append(f"prediction: {plan.prediction().explain()}")
-        except InputError as e:
-            L.append(f"prediction: none ({e})")
-    L.extend(f"warning: {w}" for w in plan.warnings)
-    L.append(f"result: {plan.outcome}")
-    return "\n".join(L)

@@ -1,0 +1,147 @@
+"""``PipelinePlan.explain()``: what a plan does and why, in words and machine cycles.
+
+The text opens with the roles and the ring of a warp-specialized plan, then
+the one-role software pipeline: each statement's cost and stage, what limits
+the II (resources, a recurrence, or the proven-infeasible IIs), the hazards
+kept in order, why each stage, shared memory and async copies, and the
+prediction.
+"""
+from __future__ import annotations
+
+from .errors import InputError
+from .model import critical_recurrence, rec_mii, res_mii, resource_bottleneck
+from .model.throughput import unit_label
+from .report import role_name
+from .stages import shared_summary
+
+__all__ = ["SYMBOLIC_NOTE", "explain_plan"]
+
+#: What a plan assumes of a loop whose trip count is symbolic (stated in explain()).
+SYMBOLIC_NOTE = ("symbolic trip count: the plan is the same for every trip count (the II is the steady "
+                 "state's); assumed: TVM's InjectSoftwarePipeline guards each prologue and epilogue statement "
+                 "with its iteration's bound, so a loop shorter than the stage count (0 iterations included) "
+                 "runs exactly the iterations that exist, with no overlap; the cp.async wait counts shown are "
+                 "the steady state's (TVM makes the prologue's counts depend on the trip count: compile with "
+                 "plan.tir_pipeline, which waits for every copy there)")
+
+
+def _ws_opening(plan) -> list[str]:
+    """A warp-specialized plan's explanation opens with what runs: the roles and the ring."""
+    ws = plan.warp_specialization
+    if ws is None or not ws.chosen or not plan.applied:
+        return []
+    return [f"auto_pipeline: loop '{plan.loop}' ({plan.extraction.trips} iterations) for {plan.arch}: "
+            f"warp-specialized, ii {ws.ii_ws_cycles} cycles (one role: {ws.ii_swp_cycles}); "
+            + "; ".join(f"{role}: {', '.join(stmts)}" for role, stmts in ws.roles.items())
+            + f"; a ring of {ws.ring_depth} slots (mbarriers ws_full / ws_empty) between them",
+            "the one-role software pipeline it was compared with:"]
+
+
+def explain_plan(plan) -> str:
+    """The text of ``plan.explain()`` (a ``PipelinePlan``)."""
+    ex, s, ann, g = plan.extraction, plan.schedule, plan.annotation, plan.graph
+    q = plan.quantum
+    m = plan.machine
+    L = _ws_opening(plan)
+    L.append(f"auto_pipeline: loop '{plan.loop}' ({ex.trips} iterations) for {plan.arch} on machine "
+             f"'{m.name}', one role: {role_name(0, m)} runs every statement as TVM's software pipeline runs it; "
+             f"times in machine cycles (the model counts in units of {q} cycles)")
+    if ex.trip_count is None:
+        L.append(SYMBOLIC_NOTE)
+    for inner in plan.inner:
+        L.append(f"  nested loop '{inner.loop}' was pipelined first: {inner.outcome}; "
+                 f"its stages {list(inner.annotation.stages)}, orders {list(inner.annotation.orders)}")
+    L.append("statements (one per child of the loop body, as InjectSoftwarePipeline sees them):")
+    for st in ex.stmts:
+        op = g.ops[st.index]
+        p = s.ops[st.name]
+        L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles * q} cycles on "
+                 f"{'+'.join(unit_label(m.costs, u) for u in st.units) or 'nothing'}; issues at cycle "
+                 f"{p.time * q} -> stage {ann.stages[st.index]}, "
+                 f"order {ann.orders[st.index]}")
+    L.extend(_limits(plan))
+    L.extend(_stages(plan))
+    L.extend(_memory(plan))
+    L.append(f"annotations: {plan.annotations}")
+    if plan.warp_specialization is not None:
+        L.append(plan.warp_specialization.explain())
+    if m.costs is not None and m.costs.chip is not None:
+        try:
+            L.append(f"prediction: {plan.prediction().explain()}")
+        except InputError as e:
+            L.append(f"prediction: none ({e})")
+    L.extend(f"warning: {w}" for w in plan.warnings)
+    L.append(f"result: {plan.outcome}")
+    return "\n".join(L)
+
+
+def _limits(plan) -> list[str]:
+    """The II, its lower bounds and what limits it."""
+    s, g, m, q = plan.schedule, plan.graph, plan.machine, plan.quantum
+    L = []
+    gs = plan.solved_graph or g  # the bounds of what was solved (with a stage bound's constraints)
+    res, rec = res_mii(gs, m), rec_mii(gs)
+    L.append(f"II = {s.ii * q} cycles per iteration ({'optimal' if s.optimal else 'best found'}); lower bounds: "
+             f"ResMII {res * q} cycles, RecMII {rec * q} cycles")
+    if s.ii == res:
+        unit, total, cap = resource_bottleneck(gs, m)
+        users = [op.name for op in g.ops if op.usage(unit)]
+        L.append(f"what limits the II: resources - unit {unit_label(m.costs, unit)} is busy {total * q} of every "
+                 f"{s.ii * q} cycles "
+                 f"(capacity {cap}), used by {', '.join(users)}")
+    elif s.ii == rec:
+        cyc = critical_recurrence(gs) or []
+        L.append(f"what limits the II: recurrence {' -> '.join(cyc + cyc[:1])} (a loop-carried dependence, "
+                 "e.g. the accumulator)")
+    else:
+        reasons = sorted({a.reason for a in s.attempts if a.result == "unsat" and a.reason})
+        proven = s.ii if s.optimal or s.lower_bound is None else s.lower_bound.ii  # best found: what was proven
+        L.append(f"what limits the II: every II from {max(res, rec) * q} to {(proven - 1) * q} cycles (in steps of "
+                 f"{q}) was proven infeasible by "
+                 f"{'; '.join(reasons) or 'the model constraints'} (registers, shared memory or latency "
+                 "within the fixed window)")
+    return L
+
+
+def _stages(plan) -> list[str]:
+    """The depth, the hazards kept in order and why each statement is in its stage."""
+    ex, s, ann, g, q = plan.extraction, plan.schedule, plan.annotation, plan.graph, plan.quantum
+    L = []
+    if plan.depth:
+        L.append(f"pipeline depth: {plan.depth}")
+    if ex.hazards:
+        shown = ", ".join(h.describe(ex.names) for h in ex.hazards[:6])
+        more = f" and {len(ex.hazards) - 6} more" if len(ex.hazards) > 6 else ""
+        L.append(f"order kept for buffers TVM does not multi-version or uses within an iteration: {shown}{more}")
+    L.append("why these stages:")
+    lifted = False
+    for e in g.edges:
+        a, b = ex.op_index[e.src], ex.op_index[e.dst]
+        if e.distance == 0 and ann.stages[b] > ann.stages[a]:
+            lifted = True
+            L.append(f"  {e.dst} runs {ann.stages[b] - ann.stages[a]} stage(s) after {e.src}: it needs "
+                     f"{e.delay * q} cycles after {e.src} issues, and II is {s.ii * q} cycles")
+    if not lifted:
+        L.append("  every dependence fits within one stage at this II")
+    return L
+
+
+def _memory(plan) -> list[str]:
+    """Shared memory as TVM allocates it, and the async copies."""
+    ex, ann, m = plan.extraction, plan.annotation, plan.machine
+    L = []
+    smem = plan.shared_memory
+    if smem:
+        L.append("shared memory (TVM allocates stage distance + 1 versions): "
+                 + ", ".join(f"{n} x{v} = {b} B" for n, (v, b) in smem.items())
+                 + f"; total {plan.smem_bytes} B: {shared_summary(ex, ann, m)}")
+    if ann.async_stages:
+        waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
+                          for w in plan.waits)
+        L.append(f"async stages {list(ann.async_stages)}: {', '.join(plan.async_copies)} become cp.async when "
+                 f"compiled with tvm_twill.build(mod, target, plan) (or under plan.pass_context()); predicted "
+                 f"cp.async.wait_group counts: {waits or 'none'}")
+    else:
+        L.append("no async stage (no stage consists only of cp.async-capable copies)")
+    L.extend(f"  {name} stays a synchronous copy: {why}" for name, why in plan.sync_copies)
+    return L
