@@ -84,6 +84,18 @@ def test_a_gemv_plan_states_the_shared_memory_ptxas_and_the_launch_use(scope):
         assert "dynamic 165888 B of the 166912 B a block has" in text and "shared memory: TVM's" not in text
 
 
+def test_the_kernels_other_shared_buffers_count_too():
+    # X (8 KiB) is loaded once per block before the k loop: with it, three 16 KiB versions of A do not fit
+    sch, (k0,) = gemv(4096, 4096, bk=256, scope="shared", x_once=True)
+    plan = tvm_twill.auto_pipeline(sch, k0, "sm_80")
+    used = shared_by_scope(plan.extraction, plan.annotation)
+    assert used[STATIC] == plan.smem_bytes + 8192 <= STATIC_SMEM_BYTES
+    _, src = compile_cuda(sch, "sm_80")
+    assert _ptxas_smem(src, "sm_80") == used[STATIC]
+    assert (f"the kernel's X0_shared (not in the loop) = 8192 B; in all: static (__shared__) {used[STATIC]} B of "
+            f"the {STATIC_SMEM_BYTES} B") in plan.explain()
+
+
 def test_a_static_tile_that_fits_no_version_is_refused_with_the_limit():
     sch, (k0,) = gemv(4096, 8192, bm=32, bk=1024, scope="shared")   # 64 KiB of A per step: not even one fits
     with pytest.raises(tvm_twill.UnsupportedLoopError,

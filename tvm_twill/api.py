@@ -45,7 +45,7 @@ from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, app
 from .transforms.depth import check_max_stages
 from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import register_pipeline
-from .stages import FIT_NOTE, fit_shared, shared_memory, shared_summary
+from .stages import FIT_NOTE, fit_shared, other_shared, shared_memory, shared_summary
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "auto_pipeline", "evaluate_annotation",
@@ -474,7 +474,9 @@ def _explain(plan: PipelinePlan) -> str:
     if smem:
         L.append("shared memory (TVM allocates stage distance + 1 versions): "
                  + ", ".join(f"{n} x{v} = {b} B" for n, (v, b) in smem.items())
-                 + f"; total {plan.smem_bytes} B: {shared_summary(ex, ann, m)}")
+                 + "".join(f"; the kernel's {n} (not in the loop) = {b} B"
+                           for n, (_, b) in other_shared(ex, ann).items())
+                 + f"; in all: {shared_summary(ex, ann, m)}")
     if ann.async_stages:
         waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
                           for w in plan.waits)

@@ -22,7 +22,8 @@ from .transforms import (annotation_from_schedule, annotation_ii, async_stages_c
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
 __all__ = ["DYNAMIC", "FIT_NOTE", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "bound_depth", "contiguous_async",
-           "fit_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow", "shared_summary"]
+           "fit_shared", "other_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow",
+           "shared_summary"]
 
 #: Re-solves with a tightened shared-memory rule when TVM's buffer versions overflow (``fit_shared``).
 FIT_ROUNDS = 6
@@ -53,11 +54,22 @@ def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
     return {buf: (versions.get(buf, 1), versions.get(buf, 1) * n) for buf, n in per_iter.items()}
 
 
+def other_shared(ex: Extraction, ann: PipelineAnnotation) -> dict:
+    """buffer -> (STATIC or DYNAMIC, bytes): the kernel's shared buffers the loop does not write (one copy
+    each: TVM does not version them), such as a tile loaded once before the loop."""
+    mine = shared_memory(ex, ann)
+    return {name: (DYNAMIC if scope.startswith(DYNAMIC) else STATIC, nbytes)
+            for name, scope, nbytes in ex.kernel_smem if name not in mine}
+
+
 def shared_by_scope(ex: Extraction, ann: PipelineAnnotation) -> dict:
-    """{STATIC: bytes, DYNAMIC: bytes}: the loop's shared buffers (all TVM's versions) by where they live."""
+    """{STATIC: bytes, DYNAMIC: bytes}: the kernel's shared memory by where it lives: the loop's shared
+    buffers (all TVM's versions) and the kernel's other shared buffers (``other_shared``)."""
     out = {STATIC: 0, DYNAMIC: 0}
     for buf, (_, nbytes) in shared_memory(ex, ann).items():
         out[_scope(ex, buf)] += nbytes
+    for scope, nbytes in other_shared(ex, ann).values():
+        out[scope] += nbytes
     return out
 
 

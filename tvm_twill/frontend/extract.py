@@ -54,7 +54,8 @@ from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
 from .hazards import Hazard, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
 from .ir import CONTROL_FLOW, const_int, double_buffered, manifested_buffers, tirx, walk_stmts
-from .loops import find_loops, loop_body_allocations, pipeline_children, read_annotation, resolve_loop
+from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
+                    resolve_loop)
 from .lowering import lower_to_pipeline
 from .target import machine_for, parse_target
 
@@ -88,6 +89,8 @@ class Extraction:
     nested: tuple[str, ...] = ()
     hazards: tuple[Hazard, ...] = ()
     double_buffered: tuple[str, ...] = ()
+    #: (name, scope, bytes) of every shared buffer of the loop's kernel (``loops.kernel_shared_buffers``)
+    kernel_smem: tuple = ()
 
     @property
     def names(self) -> list[str]:
@@ -176,7 +179,8 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
                       loop=ref.name, func=ref.func, trip_count=trip, quantum=q, machine=m,
                       arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found,
-                      double_buffered=double_buffered(low_func.body))
+                      double_buffered=double_buffered(low_func.body),
+                      kernel_smem=kernel_shared_buffers(low_func.body, low.node))
 
 
 def pipeline_statements(sched_node, low_node, name: str, an, lan) -> list:
