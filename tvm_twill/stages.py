@@ -56,10 +56,17 @@ def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
 
 def other_shared(ex: Extraction, ann: PipelineAnnotation) -> dict:
     """buffer -> (STATIC or DYNAMIC, bytes): the kernel's shared buffers the loop does not write (one copy
-    each: TVM does not version them), such as a tile loaded once before the loop."""
-    mine = shared_memory(ex, ann)
-    return {name: (DYNAMIC if scope.startswith(DYNAMIC) else STATIC, nbytes)
-            for name, scope, nbytes in ex.kernel_smem if name not in mine}
+    each: TVM does not version them), such as a tile loaded once before the loop.  Every static one (each
+    is a ``__shared__`` array of its own); a dynamic one only when the loop reads it: TVM's
+    MergeSharedMemoryAllocations lets dynamic buffers whose lifetimes do not meet share bytes (an epilogue's
+    staging tile reuses the loop's tiles)."""
+    mine, read = shared_memory(ex, ann), {b for st in ex.stmts for b in st.reads}
+    out = {}
+    for name, scope, nbytes in ex.kernel_smem:
+        kind = DYNAMIC if scope.startswith(DYNAMIC) else STATIC
+        if name not in mine and (kind == STATIC or name in read):
+            out[name] = (kind, nbytes)
+    return out
 
 
 def shared_by_scope(ex: Extraction, ann: PipelineAnnotation) -> dict:
@@ -204,6 +211,9 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
         except (UnsupportedLoopError, InfeasibleError):
             continue
     fits = [t for t in tries if t[3] <= 0]
+    if not fits and need(found[1]) == 0:  # the kernel's other buffers overflow, whatever this loop does
+        return found[:3] + (f"{found[3]}{FIT_NOTE}the kernel's other shared buffers alone are "
+                            f"{_over(ex, found[1], m)}: this loop's plan cannot change that",)
     if not fits:  # not even one version of each buffer fits: the loop as written does not either
         raise UnsupportedLoopError(
             f"loop '{ex.loop}': its buffers exceed the shared memory limits even unpipelined (one version "
