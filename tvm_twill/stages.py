@@ -212,8 +212,9 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
             continue
     fits = [t for t in tries if t[3] <= 0]
     if not fits and need(found[1]) == 0:  # the kernel's other buffers overflow, whatever this loop does
-        return found[:3] + (f"{found[3]}{FIT_NOTE}the kernel's other shared buffers alone are "
-                            f"{_over(ex, found[1], m)}: this loop's plan cannot change that",)
+        note = (f"{found[3]}{FIT_NOTE}the kernel's other shared buffers alone are {_over(ex, found[1], m)}: "
+                "this loop's plan cannot change that")
+        return (*found[:3], note)
     if not fits:  # not even one version of each buffer fits: the loop as written does not either
         raise UnsupportedLoopError(
             f"loop '{ex.loop}': its buffers exceed the shared memory limits even unpipelined (one version "
