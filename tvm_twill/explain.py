@@ -12,7 +12,7 @@ from .errors import InputError
 from .model import critical_recurrence, rec_mii, res_mii, resource_bottleneck
 from .model.throughput import unit_label
 from .report import role_name
-from .stages import shared_summary
+from .stages import other_shared, shared_summary
 
 __all__ = ["SYMBOLIC_NOTE", "explain_plan"]
 
@@ -134,7 +134,9 @@ def _memory(plan) -> list[str]:
     if smem:
         L.append("shared memory (TVM allocates stage distance + 1 versions): "
                  + ", ".join(f"{n} x{v} = {b} B" for n, (v, b) in smem.items())
-                 + f"; total {plan.smem_bytes} B: {shared_summary(ex, ann, m)}")
+                 + "".join(f"; the kernel's {n} (not in the loop) = {b} B"
+                           for n, (_, b) in other_shared(ex, ann).items())
+                 + f"; in all: {shared_summary(ex, ann, m)}")
     if ann.async_stages:
         waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
                           for w in plan.waits)

@@ -22,7 +22,8 @@ from .transforms import (annotation_from_schedule, annotation_ii, async_stages_c
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
 __all__ = ["DYNAMIC", "FIT_NOTE", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "bound_depth", "contiguous_async",
-           "fit_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow", "shared_summary"]
+           "fit_shared", "other_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow",
+           "shared_summary"]
 
 #: Re-solves with a tightened shared-memory rule when TVM's buffer versions overflow (``fit_shared``).
 FIT_ROUNDS = 6
@@ -54,11 +55,29 @@ def shared_memory(ex: Extraction, ann: PipelineAnnotation) -> dict:
     return {buf: (versions.get(buf, 1), versions.get(buf, 1) * n) for buf, n in per_iter.items()}
 
 
+def other_shared(ex: Extraction, ann: PipelineAnnotation) -> dict:
+    """buffer -> (STATIC or DYNAMIC, bytes): the kernel's shared buffers the loop does not write (one copy
+    each: TVM does not version them), such as a tile loaded once before the loop.  Every static one (each
+    is a ``__shared__`` array of its own); a dynamic one only when the loop reads it: TVM's
+    MergeSharedMemoryAllocations lets dynamic buffers whose lifetimes do not meet share bytes (an epilogue's
+    staging tile reuses the loop's tiles)."""
+    mine, read = shared_memory(ex, ann), {b for st in ex.stmts for b in st.reads}
+    out = {}
+    for name, scope, nbytes in ex.kernel_smem:
+        kind = DYNAMIC if scope.startswith(DYNAMIC) else STATIC
+        if name not in mine and (kind == STATIC or name in read):
+            out[name] = (kind, nbytes)
+    return out
+
+
 def shared_by_scope(ex: Extraction, ann: PipelineAnnotation) -> dict:
-    """{STATIC: bytes, DYNAMIC: bytes}: the loop's shared buffers (all TVM's versions) by where they live."""
+    """{STATIC: bytes, DYNAMIC: bytes}: the kernel's shared memory by where it lives: the loop's shared
+    buffers (all TVM's versions) and the kernel's other shared buffers (``other_shared``)."""
     out = {STATIC: 0, DYNAMIC: 0}
     for buf, (_, nbytes) in shared_memory(ex, ann).items():
         out[_scope(ex, buf)] += nbytes
+    for scope, nbytes in other_shared(ex, ann).values():
+        out[scope] += nbytes
     return out
 
 
@@ -193,6 +212,10 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
         except (UnsupportedLoopError, InfeasibleError):
             continue
     fits = [t for t in tries if t[3] <= 0]
+    if not fits and need(found[1]) == 0:  # the kernel's other buffers overflow, whatever this loop does
+        note = (f"{found[3]}{FIT_NOTE}the kernel's other shared buffers alone are {_over(ex, found[1], m)}: "
+                "this loop's plan cannot change that")
+        return (*found[:3], note)
     if not fits:  # not even one version of each buffer fits: the loop as written does not either
         raise UnsupportedLoopError(
             f"loop '{ex.loop}': its buffers exceed the shared memory limits even unpipelined (one version "

@@ -32,7 +32,7 @@ from .model import Schedule
 from .model.groups import group_order, split_consumers
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
 from .report import register_peaks
-from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, shared_limits
+from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
 from .roofline import compare_variants, variant_throughput
 from .transforms import buffer_versions
 from .transforms.wgmma_overlap import has_wgmma
@@ -228,11 +228,12 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
                                        f"{', '.join(map(str, order))}: ii {ii} cycles vs {one_ii * q} with one group")
 
 
-def _ring_fit(copies, depth: int, machine) -> tuple[int, int, str]:
+def _ring_fit(copies, depth: int, machine, others=()) -> tuple[int, int, str]:
     """(the deepest ring depth <= ``depth`` that fits, bytes of one slot of every ring, the limit in words).
 
     The rings keep their tiles' scope: static ones ("shared") and the mbarrier arrays (always static) within
-    ``STATIC_SMEM_BYTES``, everything within the block's ``smem_bytes``."""
+    ``STATIC_SMEM_BYTES``, everything within the block's ``smem_bytes``; ``others``: (scope, bytes) of the
+    kernel's other shared buffers, counted once."""
     slot: dict = {}
     for st in copies:
         for buf, nbytes in st.smem_writes.items():
@@ -240,14 +241,16 @@ def _ring_fit(copies, depth: int, machine) -> tuple[int, int, str]:
     static = sum(n for n, sc in slot.values() if not sc.startswith(DYNAMIC))
     total = sum(n for n, _ in slot.values())
     caps = shared_limits(machine)
+    others = list(others)
+    fixed_static, fixed_all = sum(b for sc, b in others if sc == STATIC), sum(b for _, b in others)
 
     def fits(d):
         bars = 2 * 8 * barrier_slots(d)
-        return static * d + bars <= caps[STATIC] and total * d + bars <= caps[DYNAMIC]
+        return static * d + bars + fixed_static <= caps[STATIC] and total * d + bars + fixed_all <= caps[DYNAMIC]
 
     fit = next((d for d in range(depth, 0, -1) if fits(d)), 0)
     limit = (f"the {caps[STATIC]} B of static shared memory (scope 'shared') a kernel may declare"
-             if static and not (static * depth + 2 * 8 * barrier_slots(depth) <= caps[STATIC])
+             if static and static * depth + 2 * 8 * barrier_slots(depth) + fixed_static > caps[STATIC]
              else f"the {caps[DYNAMIC]} B of shared memory a block has")
     return fit, total, limit
 
@@ -299,7 +302,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts])
     depth = max(2, max(versions.get(b, 1) for s in copies for b in s.writes))
     # every ring has the same depth: cap it where the rings (+ the mbarrier arrays) fill shared memory
-    fit, slot, limit = _ring_fit(copies, depth, machine)
+    fit, slot, limit = _ring_fit(copies, depth, machine, other_shared(ex, ann).values())
     depth_note = None
     if fit < depth:
         depth_note = (f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {slot} B exceed {limit}")

@@ -435,14 +435,15 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True, vector: int
 
 
 def gemv(m: int = 4096, k: int = 4096, *, bm: int = 32, bk: int = 256, scope: str = "shared",
-         vector: int | None = 8, dtype: str = "float16", outputs: int = 1):
+         vector: int | None = 8, dtype: str = "float16", outputs: int = 1, x_once: bool = False):
     """``outputs`` GEMVs ``Y_o[i] = sum_k A_o[i, k] * X_o[k]`` (fp32 accumulation) in one function, each with
     the same schedule; returns ``(sch, [k0 of each])``.
 
     Per GEMV: ``bm`` rows per block (blockIdx.x), one row per thread (``bm`` threads); the k loop split
     by ``bk``; at each step of the outer k0 a ``bm x bk`` tile of A and ``bk`` elements of X are copied
     into ``scope`` ("shared": static ``__shared__`` arrays, "shared.dyn": the dynamic pool) by the block's
-    threads, ``vector`` elements per thread and copy (None: one).  With ``outputs`` > 1 every GEMV has
+    threads, ``vector`` elements per thread and copy (None: one); ``x_once``: all of X is copied once per
+    block, before the k loop (a shared buffer the loop does not write).  With ``outputs`` > 1 every GEMV has
     loops of the same names (``k_0`` ...): the loops are told apart only by reference.
     """
     from tvm import s_tir, te
@@ -471,7 +472,7 @@ def gemv(m: int = 4096, k: int = 4096, *, bm: int = 32, bk: int = 256, scope: st
         sch.bind(i1, "threadIdx.x")
         for idx in (0, 1):
             tile = sch.cache_read(blk, idx, scope)
-            sch.compute_at(tile, k0)
+            sch.compute_at(tile, i0 if idx == 1 and x_once else k0)
             loops = sch.get_loops(tile)[-2:] if idx == 0 else sch.get_loops(tile)[-1:]
             fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
             parts = sch.split(fused, [None, bm, vector] if vector else [None, bm])

@@ -54,7 +54,8 @@ from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
 from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
 from .ir import CONTROL_FLOW, const_int, double_buffered, manifested_buffers, tirx, walk_stmts
-from .loops import find_loops, loop_body_allocations, pipeline_children, read_annotation, resolve_loop
+from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
+                    resolve_loop)
 from .lowering import lower_to_pipeline
 from .target import machine_for, parse_target
 
@@ -100,6 +101,8 @@ class Extraction:
     threads: int = 0
     grid: tuple[int, ...] = ()
     local_regs: int = 0
+    #: (name, scope, bytes) of every shared buffer of the loop's kernel (``loops.kernel_shared_buffers``)
+    kernel_smem: tuple = ()
 
     @property
     def trips(self) -> str:
@@ -199,7 +202,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step,
                       threads=an.threads_per_block,
                       grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
-                      local_regs=lan.local_regs)
+                      local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node))
 
 
 def loop_iterations(node, name: str) -> Iterations:

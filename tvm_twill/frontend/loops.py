@@ -8,15 +8,17 @@ children of a loop body the way TVM's pass does (a predicate-free child
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ..errors import InputError, UnsupportedLoopError
 from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
-from .ir import MANIFEST_LOCAL_STAGE, children, is_true, prim_functions, s_tir, tirx, walk_stmts
+from .ir import (MANIFEST_LOCAL_STAGE, children, const_int, dtype_bytes, is_shared, is_true, prim_functions, s_tir,
+                 tirx, walk_stmts)
 
-__all__ = ["LoopRef", "annotated_pipeline_loops", "local_stage_blocks", "loop_body_allocations", "loop_rv",
-           "pipeline_children", "pipeline_nests", "read_annotation", "resolve_loop", "schedule_loops",
-           "scratch_schedule"]
+__all__ = ["LoopRef", "annotated_pipeline_loops", "kernel_shared_buffers", "local_stage_blocks",
+           "loop_body_allocations", "loop_rv", "pipeline_children", "pipeline_nests", "read_annotation",
+           "resolve_loop", "schedule_loops", "scratch_schedule"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,35 @@ def loop_body_allocations(loop_node) -> list:
             if isinstance(c, s_tir.SBlockRealize) and is_true(c.predicate) and isinstance(c.block.body, tirx.SeqStmt):
                 allocs.extend(c.block.alloc_buffers)
     return allocs
+
+
+def kernel_shared_buffers(body, loop_node) -> tuple:
+    """``(name, scope, bytes)`` of every shared buffer of the kernel that holds ``loop_node`` (a loop of
+    ``body``, as TVM's passes before InjectSoftwarePipeline leave it): the allocations under its outermost
+    ``blockIdx`` loop and in the blocks above it.  ``bytes`` is 0 for a shape that is not constant."""
+    path: list = []
+
+    def find(stmt, stack):
+        if stmt.same_as(loop_node):
+            path.extend(stack)
+            return True
+        return any(find(c, stack + [stmt]) for c in children(stmt))
+
+    find(body, [])
+    root = next((n for n in path if isinstance(n, tirx.For) and n.kind == tirx.ForKind.THREAD_BINDING
+                 and n.thread_binding.thread_tag.startswith("blockIdx")), body)
+    above = path[:next((i for i, n in enumerate(path) if n.same_as(root)), len(path))]
+    allocs = [b for n in above if isinstance(n, s_tir.SBlock) for b in n.alloc_buffers]
+    for n in walk_stmts(root):
+        allocs += list(n.alloc_buffers) if isinstance(n, s_tir.SBlock) else []
+        allocs += [n.buffer] if isinstance(n, tirx.AllocBuffer) else []
+    out = []
+    for b in allocs:
+        if is_shared(b.scope()) and all(o[0] != b.name for o in out):
+            dims = [const_int(d) for d in b.shape]
+            nbytes = 0 if None in dims else int(math.prod(dims) * dtype_bytes(b.dtype))
+            out.append((b.name, b.scope(), nbytes))
+    return tuple(out)
 
 
 def scratch_schedule(sch):
