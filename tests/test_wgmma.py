@@ -398,10 +398,10 @@ def _descriptor_loop(off, ext, ldo=64, sdo=8, layout=0, extra=None):
           extra=lambda t: tvm.tirx.Evaluate(tvm.tirx.BufferLoad(t, [0]))), "read other than through wgmma"),
 ])
 def test_swizzle_candidates_refuse_what_they_cannot_prove(case, reason):
-    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms import tir_util as U
     from tvm_twill.transforms.wgmma_swizzle import candidates
     tile, loop = _descriptor_loop(**case)
-    ok, why = candidates([loop], [(tile, 4096, 2)], W._uses_var)
+    ok, why = candidates([loop], [(tile, 4096, 2)], U.uses_var)
     if reason is None:
         assert tile in ok and ok[tile].starts == (0, 2048, 4096, 6144) and ok[tile].tile.rows == 64
     else:
@@ -439,7 +439,7 @@ def test_a_ring_that_cannot_have_two_slots_is_refused_or_not_chosen():
 @pytest.mark.parametrize("trans_b,ok", [(0, True), (1, False)])
 def test_swizzle_is_refused_beside_a_transposed_wgmma_operand(trans_b, ok):
     from tvm_twill.frontend.ir import tvm_ffi
-    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms import tir_util as U
     from tvm_twill.transforms.wgmma_swizzle import candidates
     mmas = []
     tvm_ffi.structural_walk(_flattened(wgmma_gemm(256)[0]).body, [(tvm.ir.expr.Call, lambda c: mmas.append(c) if any(
@@ -450,7 +450,7 @@ def test_swizzle_is_refused_beside_a_transposed_wgmma_operand(trans_b, ok):
     args[i - 1] = tvm.tirx.const(trans_b, "int32")   # imm-trans-b: B read MN-major
     changed = tvm.ir.expr.Call(mma.op, args, mma.attrs, ret_ty=mma.ty)
     tile, loop = _descriptor_loop(lambda k: k * 1024, 1024, extra=lambda t: tvm.tirx.Evaluate(changed))
-    good, why = candidates([loop], [(tile, 4096, 2)], W._uses_var)
+    good, why = candidates([loop], [(tile, 4096, 2)], U.uses_var)
     assert (tile in good) == ok and (ok or "transposed (MN-major)" in why[tile])
 
 
