@@ -147,6 +147,7 @@ def test_warp_specialized_wgmma_kernel(ws_kernel, tmp_path):
     # each swizzled ring is used from its next 1024-byte boundary (a run-time pad), and the producer traps
     # if that did not hold (instead of reading shifted tiles)
     assert "int ws_pad0 = " in body and "int ws_pad1 = " in body
+    assert ws.facts.swizzle_pad_bytes == 2 * 1024   # room for the two pads (the plan's shared-memory fit reads it)
     assert body.count("tvm_builtin_cuda_trap_when_assert_failed(") == 2 and "% (uint)1024) == (uint)0" in body
     text = ws.explain()
     assert "A_shared.dyn: 1 TMA tensor copy" in text and "wgmma.wait_group 4" in text
@@ -364,6 +365,7 @@ def test_swizzle_pads_past_shared_memory_fall_back_and_deeper_rings_are_capped()
     ws = plan.warp_specialization
     assert "no swizzle: the swizzled rings' alignment pads need 149632 B" in ws.explain()
     assert all("no swizzle" in s for s in ws.facts.operand_layouts) and ws.facts.ring_bytes == 147456
+    assert ws.facts.swizzle_pad_bytes == 0 and sch.get(k0).annotations["tvm_twill.ws_swizzle"] == 0
     # 140000 B: six slots do not fit at all; the ring is planned five deep (rings checked after emission too)
     sch, k0, _ = wgmma_gemm(N)
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True,

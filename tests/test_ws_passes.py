@@ -102,7 +102,7 @@ def test_no_annotated_loop_means_no_roles():
 
 
 def test_ring_allocation_gives_each_tile_depth_slots_and_remaps_reads_into_slot_s(lowered):
-    func, ws, a, c = lowered
+    func, ws, _, c = lowered
     s, tx, k = _names(func)
     rings = allocate_rings(ws)
     ring = tirx.decl_buffer((128,), "float32", name="S_ring", scope="shared")   # 2 slots of 64 floats
@@ -119,8 +119,8 @@ def test_ring_allocation_gives_each_tile_depth_slots_and_remaps_reads_into_slot_
 
 
 def test_barrier_insertion_producer_acquires_empty_copies_and_signals_full(lowered):
-    func, ws, a, c = lowered
-    s, tx, k = _names(func)
+    func, ws, a, _ = lowered
+    s, tx, _ = _names(func)
     rings = allocate_rings(ws)
     copies, rings = rewrite_copies(ws, rings, assign_threads(ws))
     prod = producer_loop(ws, rings, copies)
@@ -144,8 +144,8 @@ def test_barrier_insertion_producer_acquires_empty_copies_and_signals_full(lower
 
 
 def test_barrier_insertion_consumer_acquires_full_and_one_lane_per_warp_releases_empty(lowered):
-    func, ws, a, c = lowered
-    s, tx, k = _names(func)
+    func, ws, _, c = lowered
+    s, tx, _ = _names(func)
     th = assign_threads(ws)
     rings = allocate_rings(ws)
     cons = consumer_loop(ws, rings, th, overlap=None)

@@ -188,4 +188,5 @@ def _facts(ws: WsLoop, rings: Rings, th: WsThreads, copies: ProducerCopies, prod
                          final_release=ov is None or any(uses_var(st, empty) for st in after),
                          copy_plans=copies.plans, tensor_maps=copies.tensor_maps,
                          operand_layouts=_sw.describe(rings.swizzled, rings.why_not),
+                         swizzle_pad_bytes=rings.pad_bytes,
                          **(od.facts(seq, reads, cons.it, ws.trip, cons.placed) if od is not None else {}))

@@ -40,6 +40,7 @@ class Rings:
     allocs: tuple          # AllocBuffer of each ring, in tile order
     ring_bytes: int        # shared bytes of all rings
     static_ring_bytes: int  # of those, in static __shared__ arrays
+    pad_bytes: int         # of those, the swizzled rings' room for their 1024-byte alignment pads
     tensor_ok: bool        # TMA tensor copies possible (bulk, dynamic pool only)
     swizzled: dict         # tile -> wgmma_swizzle choice, for tiles that take the 128-byte swizzle
     why_not: dict          # tile -> why it does not
@@ -81,7 +82,7 @@ def allocate_rings(ws: WsLoop) -> Rings:
         return -(-math.prod(const_int(d) for d in b.shape) * eb // slot_align) * slot_align // eb, eb
     sw, sw_why = _swizzle_choices(ws, tensor_ok, geometry)
     rings, allocs, pads = {}, [], {}
-    ring_bytes = static_ring_bytes = 0
+    ring_bytes = static_ring_bytes = pad_bytes = 0
     for a in ws.tile_allocs:
         b = a.buffer
         n, eb = geometry(b)
@@ -92,10 +93,11 @@ def allocate_rings(ws: WsLoop) -> Rings:
             pads[b] = (tirx.Var(f"ws_pad{len(pads)}", "int32"), ring, eb)
         allocs.append(tirx.AllocBuffer(ring, {"buffer_data_alignment": 128}))
         ring_bytes += (ws.depth * n + extra) * eb
+        pad_bytes += extra * eb
         static_ring_bytes += (ws.depth * n + extra) * eb if b.scope() == "shared" else 0
     nbar = barrier_slots(ws.depth)
     return Rings(rings=rings, allocs=tuple(allocs), ring_bytes=ring_bytes, static_ring_bytes=static_ring_bytes,
-                 tensor_ok=tensor_ok, swizzled=sw, why_not=sw_why, pads=pads,
+                 pad_bytes=pad_bytes, tensor_ok=tensor_ok, swizzled=sw, why_not=sw_why, pads=pads,
                  full=tirx.decl_buffer((nbar,), "uint64", name="ws_full", scope="shared"),
                  empty=tirx.decl_buffer((nbar,), "uint64", name="ws_empty", scope="shared"),
                  done=tirx.decl_buffer((1,), "uint32", name="ws_ready", scope="local"))
