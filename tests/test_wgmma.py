@@ -363,9 +363,9 @@ def test_swizzle_pads_past_shared_memory_fall_back_and_deeper_rings_are_capped()
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True,
                                    machine=dataclasses.replace(h100, smem_bytes=148000))
     ws = plan.warp_specialization
+    assert ws.facts.swizzle_pad_bytes == 0 and sch.get(k0).annotations["tvm_twill.ws_swizzle"] == 0
     assert "no swizzle: the swizzled rings' alignment pads need 149632 B" in ws.explain()
     assert all("no swizzle" in s for s in ws.facts.operand_layouts) and ws.facts.ring_bytes == 147456
-    assert ws.facts.swizzle_pad_bytes == 0 and sch.get(k0).annotations["tvm_twill.ws_swizzle"] == 0
     # 140000 B: six slots do not fit at all; the ring is planned five deep (rings checked after emission too)
     sch, k0, _ = wgmma_gemm(N)
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True,
