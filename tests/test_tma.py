@@ -133,7 +133,9 @@ def test_emitted_tensor_maps_read_what_the_copy_nest_reads():
 
     from tvm_twill.frontend.lowering import pipeline_prefix_passes
     from tvm_twill.transforms import tma_copy
+    from tvm_twill.transforms import tir_util as U
     from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms import ws_roles as R
     from tvm_twill.workloads import wgmma_gemm
 
     n = 256
@@ -151,13 +153,13 @@ def test_emitted_tensor_maps_read_what_the_copy_nest_reads():
                                         if "bulk_tensor" in getattr(c.op, "name", "") else None)])
     assert len(calls) == 2
     # the original nests: global offsets read, per block (by, bx) and iteration k
-    path = W._path_to(func.body, lambda s: isinstance(s, tirx.For) and "tvm_twill.ws_depth" in (s.annotations or {}))
+    path = U.path_to(func.body, lambda s: isinstance(s, tirx.For) and "tvm_twill.ws_depth" in (s.annotations or {}))
     loop = path[-1]
     blocks = {s.node.thread_tag: s.node.var for s in path if isinstance(s, tirx.AttrStmt)
               and s.attr_key == "thread_extent"}
-    body = W._flatten(loop.body)
+    body = U.flatten_seq(loop.body)
     tiles = [s.buffer for s in body if isinstance(s, tirx.AllocBuffer)]
-    copies = [c for c in (W._parse_copy(s, tiles) for s in body if not isinstance(s, tirx.AllocBuffer)) if c]
+    copies = [c for c in (R.parse_copy(s, tiles) for s in body if not isinstance(s, tirx.AllocBuffer)) if c]
     tx = blocks["threadIdx.x"]
     for copy, spec, call in zip(copies, facts.tensor_maps, calls):
         coords = list(call.args)[2:2 + spec.rank]
@@ -199,7 +201,9 @@ def test_emitted_bulk_rows_copy_what_the_copy_nest_copies():
 
     from tvm_twill.frontend.lowering import pipeline_prefix_passes
     from tvm_twill.transforms import tma_copy
+    from tvm_twill.transforms import tir_util as U
     from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms import ws_roles as R
     from tvm_twill.workloads import tensorcore_gemm
 
     n, depth = 256, 2
@@ -216,13 +220,13 @@ def test_emitted_bulk_rows_copy_what_the_copy_nest_copies():
     rows = []
     tvm_ffi.structural_walk(new.body, [(tirx.For, lambda f: rows.append(f) if f.loop_var.name.startswith("ws_r")
                                         else None)])
-    path = W._path_to(func.body, lambda s: isinstance(s, tirx.For) and "tvm_twill.ws_depth" in (s.annotations or {}))
+    path = U.path_to(func.body, lambda s: isinstance(s, tirx.For) and "tvm_twill.ws_depth" in (s.annotations or {}))
     loop = path[-1]
     tv = {s.node.thread_tag: (s.node.var, int(s.value)) for s in path if isinstance(s, tirx.AttrStmt)
           and s.attr_key == "thread_extent"}
-    body = W._flatten(loop.body)
+    body = U.flatten_seq(loop.body)
     tiles = [s.buffer for s in body if isinstance(s, tirx.AllocBuffer)]
-    copies = [c for c in (W._parse_copy(s, tiles) for s in body if not isinstance(s, tirx.AllocBuffer)) if c]
+    copies = [c for c in (R.parse_copy(s, tiles) for s in body if not isinstance(s, tirx.AllocBuffer)) if c]
     assert len(rows) == len(copies) == 2
     for copy, row_loop in zip(copies, rows):
         call = row_loop.body.value

@@ -147,6 +147,7 @@ def test_warp_specialized_wgmma_kernel(ws_kernel, tmp_path):
     # each swizzled ring is used from its next 1024-byte boundary (a run-time pad), and the producer traps
     # if that did not hold (instead of reading shifted tiles)
     assert "int ws_pad0 = " in body and "int ws_pad1 = " in body
+    assert ws.facts.swizzle_pad_bytes == 2 * 1024   # room for the two pads (the plan's shared-memory fit reads it)
     assert body.count("tvm_builtin_cuda_trap_when_assert_failed(") == 2 and "% (uint)1024) == (uint)0" in body
     text = ws.explain()
     assert "A_shared.dyn: 1 TMA tensor copy" in text and "wgmma.wait_group 4" in text
@@ -367,6 +368,7 @@ def test_swizzle_pads_past_shared_memory_fall_back_and_deeper_rings_are_capped(m
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True,
                                    machine=dataclasses.replace(h100, smem_bytes=148000))
     ws = plan.warp_specialization
+    assert ws.facts.swizzle_pad_bytes == 0 and sch.get(k0).annotations["tvm_twill.ws_swizzle"] == 0
     assert "no swizzle: the swizzled rings' alignment pads need 149632 B" in ws.explain()
     assert all("no swizzle" in s for s in ws.facts.operand_layouts) and ws.facts.ring_bytes == 147456
     # 147500 B: the one-role pipeline's six versions fit, six slots and their mbarrier arrays do not; the
@@ -404,10 +406,10 @@ def _descriptor_loop(off, ext, ldo=64, sdo=8, layout=0, extra=None):
           extra=lambda t: tvm.tirx.Evaluate(tvm.tirx.BufferLoad(t, [0]))), "read other than through wgmma"),
 ])
 def test_swizzle_candidates_refuse_what_they_cannot_prove(case, reason):
-    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms import tir_util as U
     from tvm_twill.transforms.wgmma_swizzle import candidates
     tile, loop = _descriptor_loop(**case)
-    ok, why = candidates([loop], [(tile, 4096, 2)], W._uses_var)
+    ok, why = candidates([loop], [(tile, 4096, 2)], U.uses_var)
     if reason is None:
         assert tile in ok and ok[tile].starts == (0, 2048, 4096, 6144) and ok[tile].tile.rows == 64
     else:
@@ -445,7 +447,7 @@ def test_a_ring_that_cannot_have_two_slots_is_refused_or_not_chosen():
 @pytest.mark.parametrize("trans_b,ok", [(0, True), (1, False)])
 def test_swizzle_is_refused_beside_a_transposed_wgmma_operand(trans_b, ok):
     from tvm_twill.frontend.ir import tvm_ffi
-    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms import tir_util as U
     from tvm_twill.transforms.wgmma_swizzle import candidates
     mmas = []
     tvm_ffi.structural_walk(_flattened(wgmma_gemm(256)[0]).body, [(tvm.ir.expr.Call, lambda c: mmas.append(c) if any(
@@ -456,7 +458,7 @@ def test_swizzle_is_refused_beside_a_transposed_wgmma_operand(trans_b, ok):
     args[i - 1] = tvm.tirx.const(trans_b, "int32")   # imm-trans-b: B read MN-major
     changed = tvm.ir.expr.Call(mma.op, args, mma.attrs, ret_ty=mma.ty)
     tile, loop = _descriptor_loop(lambda k: k * 1024, 1024, extra=lambda t: tvm.tirx.Evaluate(changed))
-    good, why = candidates([loop], [(tile, 4096, 2)], W._uses_var)
+    good, why = candidates([loop], [(tile, 4096, 2)], U.uses_var)
     assert (tile in good) == ok and (ok or "transposed (MN-major)" in why[tile])
 
 

@@ -375,50 +375,70 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_lim
     """Write the annotations, run the transform and the protocol check; on failure restore the loop.
 
     ``smem_limit``: the machine's shared bytes per block.  Rings past it are refused; when only the
-    swizzled rings' 1024-byte alignment pads put them past it, the kernel is emitted again without the
-    swizzle (``tvm_twill.ws_swizzle = 0``, said in the plan)."""
+    swizzled rings' 1024-byte alignment pads put them past it (``WsKernelFacts.swizzle_pad_bytes``),
+    the plan decides on no swizzle and the kernel is emitted without it (``tvm_twill.ws_swizzle = 0``,
+    said in the plan).  Ordered consumer groups the transform refuses: one group, said in the plan.
+    At most two attempts (ordered groups, then one group), each at most two emissions."""
     saved = {k: ref.node.annotations[k] for k in (*ANNOTATION_KEYS, *WS_KEYS) if k in (ref.node.annotations or {})}
+    try:
+        return _attempt(sch, ref, ws, target, smem_limit, saved)
+    except UnsupportedLoopError as e:
+        if ws.one_group is None:
+            raise
+        why = str(e).removeprefix("warp specialization: ")
+        one = replace(ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})")
+        return _attempt(sch, ref, one, target, smem_limit, saved)
+
+
+def _attempt(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None, saved: dict) -> WarpSpecialization:
+    """``_emit`` on the loop without its pipeline annotations; on failure the loop as it was, and the error."""
     for k in saved:
-        sch.unannotate(ref.rv, k)
+        if k in (sch.get(ref.rv).annotations or {}):
+            sch.unannotate(ref.rv, k)
+    user_swizzle = WS_SWIZZLE in (sch.get(ref.rv).annotations or {})
+    try:
+        return _emit(sch, ref, ws, target, smem_limit)
+    except Exception:
+        _restore(sch, ref, saved, drop_swizzle=not user_swizzle)
+        raise
+
+
+def _restore(sch, ref, saved: dict, drop_swizzle: bool) -> None:
+    """The loop's annotations as they were before ``apply_warp_specialization``."""
+    keys = (*WS_KEYS, WS_SWIZZLE) if drop_swizzle else WS_KEYS
+    for k in keys:
+        if k in (sch.get(ref.rv).annotations or {}):
+            sch.unannotate(ref.rv, k)
+    for k, v in saved.items():
+        sch.annotate(ref.rv, k, v)
+
+
+def _emit(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None) -> WarpSpecialization:
+    """Annotate the loop with ``ws``, emit and check the kernel; fit shared memory (the swizzle decision)."""
     sch.annotate(ref.rv, WS_DEPTH, ws.ring_depth)
     if ws.registers is not None:
         sch.annotate(ref.rv, WS_REGISTERS, list(ws.registers))
     if ws.consumer_order is not None:
         sch.annotate(ref.rv, WS_CONSUMER_ORDER, list(ws.consumer_order))
-    try:
+    facts, report = emit_and_check(sch.mod, target)
+    if smem_limit is not None and facts.static_bytes > min(STATIC_SMEM_BYTES, smem_limit):
+        raise UnsupportedLoopError(
+            f"warp specialization: the {ws.ring_depth}-slot rings and mbarriers need {facts.static_bytes} B of "
+            f"static shared memory (scope 'shared'), more than the {min(STATIC_SMEM_BYTES, smem_limit)} B a "
+            "kernel may declare: plan a smaller tile, the dynamic pool ('shared.dyn') or without "
+            "warp_specialize")
+    layout_note = ws.layout_note
+    need = facts.shared_bytes
+    if smem_limit is not None and need > smem_limit and facts.swizzle_pad_bytes and \
+            WS_SWIZZLE not in (sch.get(ref.rv).annotations or {}):
+        layout_note = (f"no swizzle: the swizzled rings' alignment pads need {need} B of shared memory, more "
+                       f"than the {smem_limit} B a block has")
+        sch.annotate(ref.rv, WS_SWIZZLE, 0)
         facts, report = emit_and_check(sch.mod, target)
         need = facts.shared_bytes
-        if smem_limit is not None and facts.static_bytes > min(STATIC_SMEM_BYTES, smem_limit):
-            raise UnsupportedLoopError(
-                f"warp specialization: the {ws.ring_depth}-slot rings and mbarriers need {facts.static_bytes} B of "
-                f"static shared memory (scope 'shared'), more than the {min(STATIC_SMEM_BYTES, smem_limit)} B a "
-                "kernel may declare: plan a smaller tile, the dynamic pool ('shared.dyn') or without "
-                "warp_specialize")
-        if smem_limit is not None and need > smem_limit:
-            swizzled = any("128-byte swizzle" in s for s in facts.operand_layouts)
-            if swizzled and WS_SWIZZLE not in (sch.get(ref.rv).annotations or {}):
-                note = (f"no swizzle: the swizzled rings' alignment pads need {need} B of shared memory, more "
-                        f"than the {smem_limit} B a block has")
-                sch.annotate(ref.rv, WS_SWIZZLE, 0)
-                try:
-                    return replace(apply_warp_specialization(sch, ref, ws, target, smem_limit), layout_note=note)
-                except Exception:
-                    sch.unannotate(ref.rv, WS_SWIZZLE)
-                    raise
-            raise UnsupportedLoopError(f"warp specialization: the {ws.ring_depth}-slot rings need {need} B of "
-                                       f"shared memory, more than the {smem_limit} B a block has: plan a smaller "
-                                       "tile or without warp_specialize")
-    except Exception as e:
-        for k in WS_KEYS:
-            if k in (sch.get(ref.rv).annotations or {}):
-                sch.unannotate(ref.rv, k)
-        for k, v in saved.items():
-            sch.annotate(ref.rv, k, v)
-        if isinstance(e, UnsupportedLoopError) and ws.one_group is not None:  # said in the plan, not silent
-            why = str(e).removeprefix("warp specialization: ")
-            return apply_warp_specialization(sch, ref, replace(
-                ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})"), target,
-                smem_limit)
-        raise
+    if smem_limit is not None and need > smem_limit:
+        raise UnsupportedLoopError(f"warp specialization: the {ws.ring_depth}-slot rings need {need} B of "
+                                   f"shared memory, more than the {smem_limit} B a block has: plan a smaller "
+                                   "tile or without warp_specialize")
     register_pipeline()
-    return replace(ws, facts=facts, protocol=report, copy=facts.copy)
+    return replace(ws, facts=facts, protocol=report, copy=facts.copy, layout_note=layout_note)

@@ -7,8 +7,9 @@
 
 The annotation modules are pure Python over the model: the functions act on
 the ``tvm.s_tir.Schedule`` the caller passes in, so they are testable with
-hand-written graphs.  ``warp_specialize`` / ``ws_lowering`` rewrite lowered
-TIR (TVM through ``frontend.ir``) and are imported by name, not re-exported;
+hand-written graphs.  ``warp_specialize`` (the driver of the ``ws_*`` passes) /
+``ws_lowering`` rewrite lowered TIR (TVM through ``frontend.ir``; shared helpers
+in ``tir_util``) and are imported by name, not re-exported;
 so is ``sass`` (pure text: the role dispatch of a compiled WS kernel in its SASS).
 """
 from .annotate import (AsyncWait, annotation_from_schedule, apply_annotation, async_waits, buffer_versions,

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
 from ..model.pipeline import WS_CONSUMER_ORDER
+from .tir_util import op_name, ws_fail
 
 __all__ = ["FIRST_BARRIER", "Ordering", "read_order"]
 
@@ -48,14 +48,6 @@ _BARRIERS = ("tirx.tvm_storage_sync", "tirx.cuda.cta_sync", "tirx.cuda.syncthrea
              "tirx.cuda.warpgroup_sync", _SYNC, _ARRIVE)
 
 
-def _fail(msg: str):
-    raise UnsupportedLoopError(f"warp specialization: {msg}")
-
-
-def _op(node) -> str:
-    return getattr(getattr(node, "op", None), "name", "") if isinstance(node, tvm.ir.expr.Call) else ""
-
-
 def read_order(loop) -> tuple[int, ...] | None:
     """The loop's ``tvm_twill.ws_consumer_order`` as a tuple, None when absent (UnsupportedLoopError when it
     is not a permutation of 0 .. G-1 with 2 <= G <= 15)."""
@@ -64,7 +56,7 @@ def read_order(loop) -> tuple[int, ...] | None:
         return None
     order = tuple(v if isinstance(v, int) else const_int(v) for v in raw)
     if not 2 <= len(order) <= _MAX_GROUPS or None in order or sorted(order) != list(range(len(order))):
-        _fail(f"{WS_CONSUMER_ORDER} must be a permutation of 0 .. G-1 with 2 <= G <= {_MAX_GROUPS}, got "
+        ws_fail(f"{WS_CONSUMER_ORDER} must be a permutation of 0 .. G-1 with 2 <= G <= {_MAX_GROUPS}, got "
               f"{[v if v is not None else str(r) for v, r in zip(order, raw)]}")
     return order
 
@@ -76,16 +68,16 @@ def _check_body(stmts, wgmma: bool, warps_per_group: int) -> None:
         if s.buffer.scope().startswith("shared"):
             shared.append(s.buffer.name)
     for s in stmts:
-        tvm_ffi.structural_walk(s, [(tvm.ir.expr.Call, lambda c: calls.append(_op(c)) if _op(c) in _BARRIERS
+        tvm_ffi.structural_walk(s, [(tvm.ir.expr.Call, lambda c: calls.append(op_name(c)) if op_name(c) in _BARRIERS
                                      else None), (tirx.BufferStore, on_store)])
     if calls:
-        _fail(f"ordered consumer groups: the consumer code already synchronises ({calls[0]}); named-barrier "
+        ws_fail(f"ordered consumer groups: the consumer code already synchronises ({calls[0]}); named-barrier "
               "turns could deadlock against it")
     if shared:
-        _fail(f"ordered consumer groups: the consumer writes shared memory ('{shared[0]}'), which needs "
+        ws_fail(f"ordered consumer groups: the consumer writes shared memory ('{shared[0]}'), which needs "
               "block-wide barriers the turns could deadlock against")
     if wgmma and warps_per_group % 4:
-        _fail(f"ordered consumer groups of {warps_per_group} warps split a warp group, and wgmma needs whole "
+        ws_fail(f"ordered consumer groups of {warps_per_group} warps split a warp group, and wgmma needs whole "
               "warp groups")
 
 
@@ -102,7 +94,7 @@ class Ordering:
     def build(cls, order, warp, consumer_warps: int, stmts, wgmma: bool) -> "Ordering":
         g = len(order)
         if consumer_warps % g:
-            _fail(f"{consumer_warps} consumer warps do not divide into {g} ordered groups")
+            ws_fail(f"{consumer_warps} consumer warps do not divide into {g} ordered groups")
         _check_body(stmts, wgmma, consumer_warps // g)
         return cls(tuple(order), warp, consumer_warps)
 
@@ -147,12 +139,12 @@ class Ordering:
 
     @staticmethod
     def is_turn(stmt) -> bool:
-        return isinstance(stmt, tirx.Evaluate) and _op(stmt.value) == _SYNC
+        return isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _SYNC
 
     @staticmethod
     def is_pass(stmt) -> bool:
         return isinstance(stmt, tirx.IfThenElse) and isinstance(stmt.then_case, tirx.Evaluate) and \
-            _op(stmt.then_case.value) == _ARRIVE
+            op_name(stmt.then_case.value) == _ARRIVE
 
     def facts(self, seq, reads, k, trip, placed) -> dict:
         """The ``WsKernelFacts`` order fields, read off the emitted loop body ``seq`` (flat statements;

@@ -19,6 +19,7 @@ it is.
 from __future__ import annotations
 
 from ..frontend.ir import const_int, tirx, tvm, tvm_ffi
+from .tir_util import uses_var
 
 __all__ = ["shrink_thread_fragments", "shrink_thread_fragments_pass"]
 
@@ -66,9 +67,9 @@ def shrink_thread_fragments(func):
                                         if ld.source.same_as(buf) else None)])
         def own(idx, regs=regs):
             """The register index of a ``threadIdx.x * regs + e`` access, or None."""
-            tx = next((v for v in txs if _uses(idx, v)), None)
+            tx = next((v for v in txs if uses_var(idx, v)), None)
             rest = ana.simplify(idx - tx * regs) if tx is not None else None
-            if rest is None or any(_uses(rest, v) for v in txs) or not (
+            if rest is None or any(uses_var(rest, v) for v in txs) or not (
                     ana.can_prove(rest >= 0) and ana.can_prove(rest < regs)):
                 return None
             return rest
@@ -93,17 +94,11 @@ def shrink_thread_fragments(func):
         prev = body
         body = tvm_ffi.structural_map(body, [(tirx.BufferStore, on_store), (tvm.ir.expr.TensorLoad, on_load),
                                              (tirx.AllocBuffer, on_alloc)], order="post")
-        if _uses(body, buf):  # used some other way: keep the original
+        if uses_var(body, buf):  # used some other way: keep the original
             body = prev
             continue
         done.append(str(buf.name))
     return (func.with_body(body), done) if done else (func, [])
-
-
-def _uses(node, var) -> bool:
-    hit = []
-    tvm_ffi.structural_walk(node, [(tirx.Var, lambda v: hit.append(1) if v.same_as(var) else None)])
-    return bool(hit)
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TwillShrinkThreadFragments")

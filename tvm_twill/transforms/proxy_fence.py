@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedLoopError
 from ..frontend.ir import T, children, tirx, tvm, tvm_ffi
+from .tir_util import op_name
 from .wgmma_overlap import has_wgmma
 
 __all__ = ["add_proxy_fences", "consumer_fence", "is_proxy_fence", "proxy_fence_pass"]
@@ -39,16 +40,12 @@ def consumer_fence():
     return tirx.Evaluate(T.ptx.fence.proxy.async_.shared__cta())
 
 
-def _op(node) -> str:
-    return getattr(getattr(node, "op", None), "name", "") if isinstance(node, tvm.ir.expr.Call) else ""
-
-
 def is_proxy_fence(stmt) -> bool:
-    return isinstance(stmt, tirx.Evaluate) and _op(stmt.value) == _FENCE
+    return isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _FENCE
 
 
 def _is_sync(stmt) -> bool:
-    return (isinstance(stmt, tirx.Evaluate) and _op(stmt.value) == _SYNC
+    return (isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _SYNC
             and str(stmt.value.args[0]).strip('"').startswith("shared"))
 
 
@@ -82,14 +79,14 @@ def _writes_shared(func) -> bool:
             hit.append(1)
 
     tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, on_store),
-                                        (tvm.ir.expr.Call, lambda c: hit.append(1) if _op(c) in _CP_ASYNC else None)])
+                                        (tvm.ir.expr.Call, lambda c: hit.append(1) if op_name(c) in _CP_ASYNC else None)])
     return bool(hit)
 
 
 def _has_mbarrier(func) -> bool:
     hit = []
     tvm_ffi.structural_walk(func.body, [(tvm.ir.expr.Call,
-                                         lambda c: hit.append(1) if _op(c).startswith(_MBARRIER) else None)])
+                                         lambda c: hit.append(1) if op_name(c).startswith(_MBARRIER) else None)])
     return bool(hit)
 
 

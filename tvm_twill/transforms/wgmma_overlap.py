@@ -30,6 +30,7 @@ writes.  ``overlapped_loop`` builds the loop above.
 from __future__ import annotations
 
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
+from .tir_util import op_name
 
 __all__ = ["MAX_WAIT", "has_wgmma", "is_wait_group", "overlap_groups", "overlapped_loop", "wait_group_count"]
 
@@ -39,12 +40,8 @@ MAX_WAIT = 7
 _WAIT, _COMMIT, _FENCE = "tirx.ptx.wgmma_wait_group", "tirx.ptx.wgmma_commit_group", "tirx.ptx.wgmma_fence"
 
 
-def _op(node) -> str:
-    return getattr(getattr(node, "op", None), "name", "") if isinstance(node, tvm.ir.expr.Call) else ""
-
-
 def _is_mma(call) -> bool:
-    name = _op(call)
+    name = op_name(call)
     return name.startswith("tirx.ptx.wgmma_") and name not in (_WAIT, _COMMIT, _FENCE)
 
 
@@ -58,7 +55,7 @@ def has_wgmma(stmts) -> bool:
 
 def is_wait_group(stmt) -> bool:
     """``stmt`` is one ``wgmma.wait_group N`` statement."""
-    return isinstance(stmt, tirx.Evaluate) and _op(stmt.value) == _WAIT
+    return isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _WAIT
 
 
 def wait_group_count(stmt) -> int | None:
@@ -68,7 +65,7 @@ def wait_group_count(stmt) -> int | None:
 
 def _calls(node, name) -> list:
     out = []
-    tvm_ffi.structural_walk(node, [(tvm.ir.expr.Call, lambda c: out.append(c) if _op(c) == name else None)])
+    tvm_ffi.structural_walk(node, [(tvm.ir.expr.Call, lambda c: out.append(c) if op_name(c) == name else None)])
     return out
 
 
@@ -80,7 +77,7 @@ def _commits(stmt) -> int | None:
         counts = [_commits(s) for s in stmt.seq]
         return None if None in counts else sum(counts)
     if isinstance(stmt, tirx.Evaluate):
-        return 1 if _op(stmt.value) == _COMMIT else None
+        return 1 if op_name(stmt.value) == _COMMIT else None
     if isinstance(stmt, tirx.For):
         n, inner = const_int(stmt.extent), _commits(stmt.body)
         return None if n is None or inner is None else n * inner

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from ..frontend.ir import const_int, tirx, tvm, tvm_ffi
 from ..frontend.ir import substitute as _subst
 from ..model.wgmma_layout import ATOM_BYTES, CHUNK, SW128, SwizzledTile
+from .tir_util import is_data_of
 
 __all__ = ["ENCODE", "Candidate", "candidates", "describe", "rewrite", "swizzled_start"]
 
@@ -49,11 +50,6 @@ class Candidate:
     tile: SwizzledTile
     elem_bytes: int
     starts: tuple[int, ...]
-
-
-def _is_data_of(expr, buf) -> bool:
-    return (isinstance(expr, tvm.ir.expr.Call) and getattr(expr.op, "name", "") == "tirx.buffer_data"
-            and expr.args[0].same_as(buf))
 
 
 def _descriptors(stmt, loops, out):
@@ -125,7 +121,7 @@ def candidates(stmts, tiles: list, uses_var) -> tuple[dict, dict]:
         return ok, {buf: bad for buf, _, _ in tiles}
     for buf, slot_elems, eb in tiles:
         mine = [(c, lp) for c, lp in found if isinstance(c.args[1], tvm.ir.expr.Call)
-                and getattr(c.args[1].op, "name", "") == "tirx.tvm_access_ptr" and _is_data_of(c.args[1].args[1], buf)]
+                and getattr(c.args[1].op, "name", "") == "tirx.tvm_access_ptr" and is_data_of(c.args[1].args[1], buf)]
         if not mine:
             why[buf] = NOT_READ
             continue
@@ -184,7 +180,7 @@ def rewrite(stmt, chosen: dict):
             return c
         ptr = c.args[1]
         buf = next((b for b in chosen if getattr(ptr.op, "name", "") == "tirx.tvm_access_ptr"
-                    and _is_data_of(ptr.args[1], b)), None)
+                    and is_data_of(ptr.args[1], b)), None)
         if buf is None:
             return c
         cand, pad = chosen[buf]

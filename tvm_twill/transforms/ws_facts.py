@@ -42,6 +42,7 @@ class WsKernelFacts:
     order_prologue: bool = True               # the last group's arrive before the loop was emitted
     pass_after_read: bool = True              # each iteration's bar.arrive follows the group's reads
     skip_last_pass: bool = True               # the last group does not arrive in the last iteration
+    swizzle_pad_bytes: int = 0                # of ring_bytes, the 1024-byte alignment pads of swizzled rings
 
     @property
     def shared_bytes(self) -> int:
