@@ -76,3 +76,19 @@ def test_verify_needs_the_planned_module(swp):
     plan, _ = swp
     with pytest.raises(InputError, match="does not carry the plan"):
         plan.verify(plan.source)
+
+
+def test_compare_names_the_parameters_past_their_tolerance():
+    import numpy as np
+
+    from tvm_twill.gpu_check import _compare
+    params = [("C", (4,), "float32"), ("D", (4,), "float16"), ("E", (2,), "int32")]
+    ref = [np.array([1, 2, 3, 4], np.float32), np.array([1, -8, 2, 0], np.float16), np.array([3, 4], np.int32)]
+    got = [ref[0] + np.float32(0.02) * np.array([0, 0, 0, 1], np.float32),  # 0.02 / 4: past 1e-3
+           ref[1] + np.float16(0.03125),                                     # 0.03125 / 8: within 1e-2
+           ref[2].copy()]
+    err, wrong = _compare(params, ref, got)
+    assert wrong == ["C"]
+    assert err == pytest.approx(0.02 / 4, rel=1e-3)
+    got[2][1] = 5
+    assert _compare(params, ref, got)[1] == ["C", "E"]
