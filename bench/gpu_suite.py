@@ -21,6 +21,14 @@ against torch (fp32) and numpy (a row slice), times it against
 with the device, the commit and the command (``bench/gpu_gemm_run.py``).
 A kernel that is not right is reported as wrong; the exit status is 1 then.
 
+Without a GPU, ``emulate`` runs the same numerics on the CPU, on tvm_twill's PTX emulator (needs nvcc
+and the package, not TVM): each prepared kernel's PTX on a few of its CTAs (``--blocks``; the 4096^3
+problem is minutes per CTA on the CPU), on seeded random inputs, the rows and columns it wrote compared
+against numpy, and every emulator finding (race, deadlock, missing proxy fence, ...) reported; exit 1
+if a kernel is wrong or has a finding.  ``--save`` writes ``bench/results/emulated_gemm_<arch>.json``::
+
+    python bench/gpu_suite.py emulate gpu_kernels --blocks 0,0,0 --save
+
 With the session's device tool: put the prepared folder in a path that
 ``.git/info/exclude`` ignores, name it in ``carry``, and run
 ``python3 bench/gpu_suite.py run gpu_kernels`` there.
@@ -61,8 +69,10 @@ def run(kernels: Path, results: Path) -> int:
         cmd = [sys.executable, str(ROOT / "bench" / "gpu_gemm_run.py"), str(kdir), "--out", str(out)]
         print("+", " ".join(cmd), flush=True)
         rc = subprocess.run(cmd).returncode
-        if rc == 2:
-            return 2  # no GPU / missing packages: one line already printed
+        if rc == 2:  # no GPU / missing packages: one line already printed
+            print(f"gpu_suite: without a GPU, `gpu_suite.py emulate {kernels}` runs the numerics on the emulator",
+                  file=sys.stderr)
+            return 2
         status = status or rc
         if out.is_file():
             res = json.loads(out.read_text())
@@ -74,6 +84,89 @@ def run(kernels: Path, results: Path) -> int:
     return status
 
 
+def _launch(v: dict):
+    """The emulator's Launch of a manifest variant: buffers A, B, C are arguments 0, 1, 2; TMA parameters get
+    the tensor maps the manifest records (what the GPU runner encodes with cuTensorMapEncodeTiled)."""
+    from tvm_twill.emulator import Launch, TensorMap
+    index = {"A": 0, "B": 1, "C": 2}
+    maps = {m["param"]: m for m in v.get("tensor_maps", [])}
+    params = []
+    for a in v["args"]:
+        if a in maps:
+            m = maps[a]
+            params.append(("tensormap", TensorMap(m["dtype"], m["rank"], (index[m["buffer"]], 0),
+                                                  tuple(m["global_dims"]), tuple(m["global_strides"]),
+                                                  tuple(m["box"]), tuple(m["element_strides"]), 0, m["swizzle"],
+                                                  0, 0)))
+        else:
+            params.append(("buffer", index[a], 0))
+    grid, block = (list(v["grid"]) + [1, 1])[:3], (list(v["block"]) + [1, 1])[:3]
+    return Launch(v["kernel"], tuple(grid), tuple(block), v.get("dyn_smem", 0), tuple(params))
+
+
+def emulate_variant(kdir: Path, man: dict, v: dict, blocks, seed: int, interleavings: int) -> dict:
+    """One prepared kernel on the emulator: its CTAs ``blocks`` on seeded inputs, against numpy."""
+    import numpy as np
+
+    from tvm_twill import emulator
+    from tvm_twill.emulator.launch import compile_ptx
+    M, N, K = man["M"], man["N"], man["K"]
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    bm = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    b = np.ascontiguousarray(bm.T) if v.get("b_transposed", man.get("b_transposed", False)) else bm
+    c = np.zeros((M, N), np.float32)
+    ptx = compile_ptx((kdir / v["cu"]).read_text(), man["arch"])
+    report = emulator.run_ptx(ptx, [_launch(v)], a, b, c, seed=seed, interleavings=interleavings,
+                              blocks=blocks)
+    rows, cols = np.flatnonzero((c != 0).any(axis=1)), np.flatnonzero((c != 0).any(axis=0))
+    written = int((c != 0).sum())
+    err = rel = float("inf")
+    if written:
+        ref = a[rows].astype(np.float32) @ bm[:, cols].astype(np.float32)
+        err = float(np.abs(c[np.ix_(rows, cols)] - ref).max())
+        rel = err / max(1e-30, float(np.abs(ref).max()))
+    correct = written > 0 and rel < 1e-3
+    return {"variant": v["name"], "status": "ok" if correct and report.ok else "wrong", "correct": correct,
+            "findings": [str(f) for f in report.findings], "elements_written": written, "max_abs_err": err,
+            "max_rel_err": rel, "blocks": [list(x) for x in blocks], "seed": seed, "interleavings": interleavings,
+            "instructions": report.instructions, "seconds": round(report.seconds, 2)}
+
+
+def emulate(kernels: Path, results: Path | None, blocks, seed: int, interleavings: int, only=None) -> int:
+    """``emulate_variant`` for every prepared kernel (of ``only``, if given); results JSON only when asked."""
+    sys.path.insert(0, str(ROOT))
+    archs = [a for a in ARCHS if (kernels / a / "manifest.json").is_file()]
+    if not archs:
+        print(f"gpu_suite: no {kernels}/<arch>/manifest.json: run `gpu_suite.py prepare {kernels}` first",
+              file=sys.stderr)
+        return 2
+    status = 0
+    for arch in archs:
+        man = json.loads((kernels / arch / "manifest.json").read_text())
+        doc = {"mode": "emulated (tvm_twill.emulator, no GPU)", "arch": man["arch"], "M": man["M"], "N": man["N"],
+               "K": man["K"], "commit": man.get("commit"), "results": []}
+        for v in man["variants"]:
+            if only and v["name"] not in only:
+                continue
+            r = emulate_variant(kernels / arch, man, v, blocks, seed, interleavings)
+            doc["results"].append(r)
+            print(f"{arch} {r['variant']:24s} {r['status']:5s} rel err {r['max_rel_err']:.2e}  "
+                  f"{len(r['findings'])} findings  {r['instructions']} warp instr  {r['seconds']:.1f} s", flush=True)
+            for f in r["findings"][:5]:
+                print(f"    {f}")
+            status = status or int(r["status"] != "ok")
+        if results is not None:
+            results.mkdir(parents=True, exist_ok=True)
+            (results / f"emulated_gemm_{arch}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return status
+
+
+def _block(text: str) -> tuple:
+    parts = [int(x) for x in text.split(",")]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -83,7 +176,19 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run every check on this machine's GPU (needs torch, CuPy, nvcc; no TVM)")
     r.add_argument("kernels", type=Path, help="the folder `prepare` wrote")
     r.add_argument("--results", type=Path, default=ROOT / "bench" / "results", help="where the JSON results go")
+    e = sub.add_parser("emulate", help="run the numerics on the CPU emulator (no GPU; needs nvcc)")
+    e.add_argument("kernels", type=Path, help="the folder `prepare` wrote")
+    e.add_argument("--blocks", nargs="+", type=_block, default=[(0, 0, 0)], metavar="X,Y,Z",
+                   help="the CTAs to run (default 0,0,0)")
+    e.add_argument("--seed", type=int, default=0, help="inputs and schedules seed")
+    e.add_argument("--interleavings", type=int, default=1, help="seeded schedules per kernel")
+    e.add_argument("--variant", action="append", help="only these variants")
+    e.add_argument("--save", action="store_true", help="write bench/results/emulated_gemm_<arch>.json")
+    e.add_argument("--results", type=Path, default=ROOT / "bench" / "results", help="where --save writes")
     args = ap.parse_args(argv)
+    if args.cmd == "emulate":
+        return emulate(args.kernels, args.results if args.save else None, args.blocks, args.seed,
+                       args.interleavings, args.variant)
     return prepare(args.out, args.time_limit) if args.cmd == "prepare" else run(args.kernels, args.results)
 
 

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -31,7 +32,7 @@ def run(script, *args, blocked=()):
 
 def test_every_tutorial_is_tested():
     tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py", "metaschedule_tuning.py",
-              "warp_specialized_gemm.py"}
+              "warp_specialized_gemm.py", "check_without_gpu.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -79,6 +80,18 @@ def test_warp_specialized_gemm():
     counts = dict(re.findall(r"^    (\S.*?)\s+(\d+) call sites$", out, re.M))
     assert counts["TMA tensor copies"] == "2" and counts["elect.sync"] == "1" and counts["setmaxnreg"] == "2"
     assert counts["wgmma.mma_async"] == "1" and counts["bulk copies"] == "0"
+
+
+@needs_tvm
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the emulator runs the PTX nvcc writes")
+def test_check_without_gpu():
+    out = run("check_without_gpu.py")
+    assert re.search(r"^emulated: ok: 0 findings, \d+ warp instructions", out, re.M), out
+    err = float(re.search(r"32768 elements of C computed by 2 CTAs, max \|C - A @ B\| = (\S+)", out).group(1))
+    assert err < 1e-3
+    assert re.search(r"^verify: .* seeds \[0, 1\] x 2 interleavings: ok, .* 0 findings", out, re.M), out
+    assert "planted bug (cp.async waits removed): caught" in out
+    assert re.search(r"^  AsyncReadBeforeWait: .* PTX line \d+ \(CUDA line \d+\)$", out, re.M), out
 
 
 @needs_tvm

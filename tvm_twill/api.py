@@ -245,6 +245,14 @@ class PipelinePlan:
         from .verify import check_on_cpu
         return check_on_cpu(self, seed=seed)
 
+    def verify(self, mod, *, seeds=3, interleavings: int = 2, blocks=None):
+        """Emulate the kernel ``tvm_twill.build(mod, arch, plan)`` compiles (``mod``: the module this plan
+        annotated) and the unpipelined original on the same random inputs per seed, on the CPU with no GPU
+        (``tvm_twill.emulator``; needs nvcc); returns a ``gpu_check.GpuCheck`` (``.ok``, ``.findings``,
+        ``.max_error``).  ``blocks``: only these CTAs (None: all)."""
+        from .gpu_check import verify_on_emulator
+        return verify_on_emulator(self, mod, seeds=seeds, interleavings=interleavings, blocks=blocks)
+
     def plot(self, path):
         """Draw the plan (reservation table, pipelined timeline, dependence graph; times in machine
         cycles) to ``path`` (.png, .svg, .pdf); returns the path.  Needs matplotlib."""

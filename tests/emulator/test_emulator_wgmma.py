@@ -1,10 +1,10 @@
 """wgmma on the emulator: workloads.wgmma_gemm through the WS lowering with no specialization (the
 ``wgmma_plain`` kernel: ordinary st.shared, bar.sync, wgmma from shared descriptors) on sm_90a.
 
-The kernel as TVM emits it has no fence.proxy.async between the generic stores and the async-proxy wgmma
-reads: the emulator reports ProxyFenceMissing (the issue's finding).  With the fence added before each
-bar.sync (applied to the PTX) it computes C = A B^T like numpy with no finding; removing the fence again, or a
-wgmma wait, is caught.
+The lowering puts a ``fence.proxy.async`` between the generic stores and the async-proxy wgmma reads
+(``transforms/proxy_fence.py``): the kernel as TVM builds it computes C = A B^T like numpy with no finding over
+several seeds.  Planted bugs applied to its CUDA source (``run(..., source=...)``): the fence removed again is
+a ``ProxyFenceMissing``; a wgmma wait removed is caught too.
 """
 import re
 import shutil
@@ -16,13 +16,15 @@ tvm = pytest.importorskip("tvm")
 if shutil.which("nvcc") is None:
     pytest.skip("nvcc not installed", allow_module_level=True)
 
-from emulator.tvm_kernels import compile_cuda, gemm_inputs, launch_for, ptx_of
+from emulator.tvm_kernels import compile_module, gemm_inputs
 
 from tvm_twill import emulator as E
 from tvm_twill.emulator import findings as F
 
 N = 256
 CTAS = [(0, 0, 0), (1, 0, 0)]
+#: the fence as the lowering emits it in the CUDA source (one inline-asm statement per line)
+FENCE_LINE = re.compile(r"\n[^\n]*fence\.proxy\.async[^\n]*")
 
 
 @pytest.fixture(scope="module")
@@ -31,48 +33,51 @@ def plain():
     from tvm_twill.workloads import wgmma_gemm
     register_pipeline()
     sch, _, _ = wgmma_gemm(N)
-    ptx = ptx_of(compile_cuda(sch.mod, arch="sm_90a", pipeline=WS_PIPELINE, async_copy=True), "sm_90a")
-    return launch_for(sch.mod, 3, ptx=ptx), ptx
+    f = compile_module(sch.mod, "sm_90a", WS_PIPELINE, async_copy=True)
+    return f, f.mod.imports[0].inspect_source()
 
 
-def _run(launch, ptx):
-    a, b, c = gemm_inputs(N)
-    report = E.run_ptx(ptx, [launch], a, b, c, blocks=CTAS, interleavings=2)
+def _run(f, src, seed=0):
+    a, b, c = gemm_inputs(N, seed=seed)
+    report = E.run(f, a, b, c, source=src, blocks=CTAS, interleavings=2, seed=seed)
     ref = a.astype(np.float32) @ b.astype(np.float32).T
     done = c != 0
     ok = done.sum() == len(CTAS) * 64 * 128 and float(np.abs(c - ref)[done].max()) < 1e-3
     return report, ok
 
 
-def _fenced(ptx):
-    return re.sub(r"(\n\s*bar\.sync\s+0;)", r"\n\tfence.proxy.async.shared::cta;\1", ptx)
+def _unfenced(src):
+    bad = FENCE_LINE.sub("", src)
+    assert "fence.proxy.async" not in bad and bad != src
+    return bad
 
 
-def test_plain_wgmma_kernel_lacks_the_proxy_fence(plain):
-    launch, ptx = plain
-    assert "wgmma.mma_async" in ptx and "fence.proxy.async" not in ptx
-    report, ok = _run(launch, ptx)
-    kinds = {f.kind for f in report.findings}
-    assert kinds == {"ProxyFenceMissing"}, str(report)
-    assert ok        # the values are right on the CPU; the missing fence is an ordering bug, found anyway
-    f = next(f for f in report.findings if isinstance(f, F.ProxyFenceMissing))
-    assert f.where.cuda_line and f.where.ptx_line
-
-
-def test_fenced_wgmma_kernel_matches_numpy_with_no_findings(plain):
-    launch, ptx = plain
-    report, ok = _run(launch, _fenced(ptx))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_plain_wgmma_kernel_as_lowered_matches_numpy_with_no_findings(plain, seed):
+    f, src = plain
+    assert "wgmma.mma_async" in src and "fence.proxy.async" in src
+    report, ok = _run(f, src, seed)
     assert report.ok, str(report)
     assert ok
+
+
+def test_planted_proxy_fence_removed_is_caught(plain):
+    f, src = plain
+    report, ok = _run(f, _unfenced(src))
+    assert {x.kind for x in report.findings} == {"ProxyFenceMissing"}, str(report)
+    assert ok        # the values are right on the CPU; the missing fence is an ordering bug, found anyway
+    found = next(x for x in report.findings if isinstance(x, F.ProxyFenceMissing))
+    assert found.where.cuda_line and found.where.ptx_line
 
 
 def test_planted_wgmma_wait_removed_is_caught(plain):
     # the last wait of a k step (the first three only separate wgmmas chained on one accumulator, which
     # needs no wait): the next step's stores then overwrite operands the last wgmma still reads
-    launch, ptx = plain
-    fenced = _fenced(ptx)
-    last = list(re.finditer(r"wgmma\.wait_group\.sync\.aligned\s+0;", fenced))[-1]
-    bad = fenced[:last.start()] + fenced[last.end():]
-    report, ok = _run(launch, bad)
+    f, src = plain
+    waits = list(re.finditer(r"\n[^\n]*wgmma_wait_group[^\n]*\(\);", src))
+    assert waits, "no wgmma wait in the source"
+    last = waits[-1]
+    bad = src[:last.start()] + src[last.end():]
+    report, ok = _run(f, bad)
     assert not report.ok or not ok
-    assert any(f.kind in ("InFlightOverwrite", "PoisonUse") for f in report.findings), str(report)
+    assert any(x.kind in ("InFlightOverwrite", "PoisonUse") for x in report.findings), str(report)

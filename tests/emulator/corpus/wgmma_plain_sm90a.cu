@@ -211,6 +211,9 @@ __forceinline__ __device__ void ptx_wgmma_encode_matrix_descriptor(uint64_t* des
 
   *desc = (uint64_t)_desc;
 }
+__forceinline__ __device__ void tvm_builtin_ptx_fence_proxy_proxy_async_shared__cta() {
+  asm volatile("fence.proxy.async.shared::cta;" :  :  : "memory");
+}
 extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__ A_ptr, half* __restrict__ B_ptr, float* __restrict__ C_ptr);
 extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__ A_ptr, half* __restrict__ B_ptr, float* __restrict__ C_ptr) {
   extern __shared__ __align__(64) uchar buf_dyn_shmem_ptr[];
@@ -296,6 +299,7 @@ extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__
     for (int ax0_ax1_fused_0_1 = 0; ax0_ax1_fused_0_1 < 8; ++ax0_ax1_fused_0_1) {
       *(uint4*)(((half*)buf_dyn_shmem_ptr) + (((((((int)threadIdx.x) & 7) * 1024) + (ax0_ax1_fused_0_1 * 128)) + ((((int)threadIdx.x) >> 3) * 8)) + 4096)) = *(uint4*)(B_ptr + (((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0_1 * 4096)) + ((((int)threadIdx.x) >> 3) * 256)) + (k_0 * 64)) + ((((int)threadIdx.x) & 7) * 8)));
     }
+    tvm_builtin_ptx_fence_proxy_proxy_async_shared__cta();
     __syncthreads();
     for (int k_1 = 0; k_1 < 4; ++k_1) {
       ptx_wgmma_encode_matrix_descriptor((&(desc_a_ptr[0])), (&(((half*)buf_dyn_shmem_ptr)[(k_1 * 1024)])), 64, 8, 0);
