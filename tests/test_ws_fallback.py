@@ -7,6 +7,7 @@ import tvm  # noqa: E402
 
 import tir_gen  # noqa: E402
 import tvm_twill  # noqa: E402
+from tvm_twill import warpspec  # noqa: E402
 from tvm_twill.compiler import _loop_annotations  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import costs as fe_costs  # noqa: E402
@@ -22,6 +23,8 @@ def schedule():
 
 def test_auto_falls_back_to_the_software_pipeline_and_says_why(monkeypatch):
     monkeypatch.setattr(fe_costs, "DRAM_LATENCY_CYCLES", 160)
+    # "auto" takes the producer variant (as if the model predicted it faster), so the transform is what refuses
+    monkeypatch.setattr(warpspec, "_by_throughput", lambda *a, **kw: (True, "predicted faster (forced by the test)"))
     sch = schedule()
     plan = tvm_twill.auto_pipeline(sch, "i", "sm_80", warp_specialize="auto")
     plain = tvm_twill.auto_pipeline(schedule(), "i", "sm_80")

@@ -108,13 +108,16 @@ def _solve_and_print(graph, args) -> int:
         schedule = paper_search(prepared.graph, prepared.machine, deadline=prepared.deadline)
     else:
         schedule = solve_prepared(prepared, options)
+    prediction = graph_prediction(prepared.graph, schedule, prepared.machine, source=graph)
     if args.json:  # first: a closed stdout or a failing picture must not lose the schedule
         try:
-            dump(schedule_to_dict(schedule), args.json)
+            doc = schedule_to_dict(schedule)
+            if prediction is not None:  # read back as an extension key (docs/formats.md)
+                doc["prediction"] = prediction.to_dict()
+            dump(doc, args.json)
         except (OSError, ValueError) as e:
             raise InputError(f"cannot write {args.json}: {getattr(e, 'strerror', None) or e}") from None
     print(report.render(schedule, prepared.graph, prepared.machine), end="")
-    prediction = graph_prediction(prepared.graph, schedule, prepared.machine, source=graph)
     if prediction is not None:
         print(f"\nprediction: {prediction.explain()}")
     if args.plot:

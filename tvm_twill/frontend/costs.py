@@ -216,7 +216,7 @@ class StatementAnalyzer:
                      if a.kind == tirx.ForKind.THREAD_BINDING
                      for t in [a.thread_binding.thread_tag] if t.startswith("blockIdx")}
         # registers per thread of the kernel's register-scope buffers (accumulators, fragments)
-        local = [b for b in bufs if isinstance(b, tvm.ir.expr.Var) and is_register(scope_of(b))]
+        local = [b for b in self.buffer_map if is_register(scope_of(b))]  # buffer variables only
         self.local_regs = math.ceil(sum(_alloc_bytes(b) for b in local) / 4 / max(1, self.threads_per_block))
 
     # statement-level regions, exactly as TVM's MakeSBlock computes them
