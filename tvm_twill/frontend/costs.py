@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from ..errors import UnsupportedLoopError
 from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
+from .cp_async import CP_ASYNC_BYTES, bound_store, plain_copy, vector_layout_reason
 from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, has_block, is_register, is_shared, s_tir,
                  scope_of, thread_extents, tirx, tvm, tvm_ffi, vector_lanes)
 from .loops import LoopRef, pipeline_children
@@ -78,7 +79,6 @@ DEFAULT_QUANTUM = 16
 #: Unloaded DRAM access latency in cycles, order of magnitude from published
 #: microbenchmarks of A100/H100 (about 400-600 cycles); loaded latency is higher.
 DRAM_LATENCY_CYCLES = 500
-CP_ASYNC_BYTES = (4, 8, 16)  #: bytes one cp.async (``cp.async.ca/cg.shared.global``) moves per thread
 
 _SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt",
               "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
@@ -137,6 +137,7 @@ class _Leaf:
     sfu: float = 0.0    # per instance
     vector_bytes: float = 0.0
     plain_copy: bool = False
+    not_async: str | None = None  # a plain copy cp.async cannot run as TVM lowers it: why (cp_async)
 
 
 def _calls(node):
@@ -218,36 +219,6 @@ def _is_mac_reduction(block) -> bool:
     return any(str(r.source.dtype).startswith(_TC_DTYPES) for r in block.reads)
 
 
-def _plain_copy(block) -> tuple[bool, float]:
-    """(is a plain load->store copy, bytes per vector) for cp.async eligibility.
-
-    A copy guarded as ``if_then_else(cond, load, 0)`` (dlight pads dynamic
-    shapes this way) counts: TVM's InjectPTXAsyncCopy makes it a predicated
-    cp.async, which fills zeros where ``cond`` is false.  So does MetaSchedule's
-    cooperative copy (``ir.auto_copy_bytes``), vectorized to its ``vector_bytes``.
-    """
-    body, vector = block.body, auto_copy_bytes(block)
-    while vector is not None and isinstance(body, tirx.For):  # a cooperative copy: loops around one store
-        body = body.body
-    if not isinstance(body, tirx.BufferStore):
-        return False, 0.0
-    value = body.value
-    if _is_zero_guarded_load(value):
-        value = value.args[1]
-    if not isinstance(value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
-        return False, 0.0
-    return True, vector or dtype_bytes(body.buffer.dtype)
-
-
-def _is_zero_guarded_load(value) -> bool:
-    """``if_then_else(cond, load, 0.0)``, the form TVM turns into a predicated cp.async."""
-    if not (isinstance(value, tvm.ir.expr.Call) and _op_name(value).endswith("if_then_else")
-            and len(value.args) == 3 and isinstance(value.args[1], tvm.ir.expr.TensorLoad)):
-        return False
-    other = value.args[2]
-    return isinstance(other, tvm.ir.prim.expr.FloatImm) and float(other.value) == 0.0
-
-
 class StatementAnalyzer:
     """Walks the statements of one loop body and turns them into StmtInfo.
 
@@ -280,6 +251,7 @@ class StatementAnalyzer:
         # buffer variables only: TVM refuses a scalar parameter (``n: T.int32``) in this map
         self.buffer_map = {b: b for b in bufs if isinstance(getattr(b, "ty", None), tirx.buffer.BufferType)}
         self.aligns = _collect_aligns(func)
+        self.around = (*(a for a in loop_ref.ancestors if isinstance(a, tirx.For)), loop_ref.node)  # their ranges
         # threadIdx extents outside the loop, and the block's thread count.
         self.outer_threads = {}
         for a in loop_ref.ancestors:
@@ -308,30 +280,33 @@ class StatementAnalyzer:
         outer = math.prod(e for t, e in self.outer_threads.items() if t not in tags)
         out: list[_Leaf] = []
 
-        def visit(s, mult):
+        def visit(s, mult, loops):
             if isinstance(s, tirx.For):
                 ext = const_int(s.extent)
                 if ext is None:
                     raise UnsupportedLoopError(
                         f"loop '{self.loop.name}': inner loop '{s.loop_var.name}' has a dynamic extent: "
                         "tile sizes must be static to estimate costs")
-                visit(s.body, mult * ext)
+                visit(s.body, mult * ext, loops + (s,))
                 return
             if isinstance(s, s_tir.SBlockRealize):
                 blk = s.block
                 if has_block(blk.body):
-                    visit(blk.body, mult)
+                    visit(blk.body, mult, loops)
                     return
-                out.append(self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1)))  # shared out
+                lf = self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1))  # shared out
+                if lf.plain_copy and auto_copy_bytes(blk) is None:  # TVM's LowerAutoCopy lays its own out
+                    lf.not_async = vector_layout_reason(bound_store(s), self.around + loops, self.aligns)
+                out.append(lf)
                 return
             if isinstance(s, tirx.BufferStore):  # a store outside any block (opaque IR)
                 out.append(_Leaf(name=s.buffer.name, count=mult * outer, reads=[],
                                  writes=[(s.buffer, dtype_bytes(s.buffer.dtype))], kind="alu"))
                 return
             for c in children(s):
-                visit(c, mult)
+                visit(c, mult, loops)
 
-        visit(stmt, 1.0)
+        visit(stmt, 1.0, ())
         return out
 
     def leaf(self, blk, count) -> _Leaf:
@@ -346,7 +321,7 @@ class StatementAnalyzer:
         flops, sfu = _leaf_work(blk)
         rs = {scope_of(b) for b, _ in reads}
         ws = {scope_of(b) for b, _ in writes}
-        plain, vbytes = _plain_copy(blk)
+        plain, vbytes = plain_copy(blk)
         if flops == 0 and _is_mac_reduction(blk):
             flops = 2.0
         if flops > 0:
@@ -426,8 +401,9 @@ class StatementAnalyzer:
                 total = sum(lf.count * n for lf in leaves for b, n in lf.writes if b.same_as(w.source))
                 reg_writes[w.source.name] = math.ceil(total / (self.threads_per_block * 4))
         moved = tuple(sorted({int(lf.vector_bytes * vector_lanes(stmt)) for lf in leaves if lf.kind == "copy"}))
+        refused = next((lf.not_async for lf in leaves if lf.not_async), None)
         async_ok = (bool(leaves) and all(lf.kind == "copy" and lf.plain_copy for lf in leaves)
-                    and set(moved) <= set(CP_ASYNC_BYTES))
+                    and set(moved) <= set(CP_ASYNC_BYTES) and refused is None)
         kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "empty")
         name = _stmt_name(stmt, leaves, index, self.lowered)
         desc = _describe(kind, kinds, leaves, copy_bytes, work, async_ok)
@@ -435,6 +411,7 @@ class StatementAnalyzer:
                         writes=tuple(wnames), exposed=tuple(exposed), smem_writes=smem_writes, reg_writes=reg_writes,
                         smem_scopes=smem_scopes, async_capable=async_ok, description=desc,
                         details={"kinds": tuple(kinds), "copy_bytes": copy_bytes, "vector_bytes": moved,
+                                 "not_async": refused,
                                  "leaves": tuple(lf.name for lf in leaves)})
 
     def analyze_nested(self, index: int, inner, ann: PipelineAnnotation, statements=None) -> list[StmtInfo]:
