@@ -74,6 +74,18 @@ def test_ws_gemm_matches_numpy_with_no_findings(ws):
     assert _correct(done, err), (done, err)
 
 
+def test_swp_gemm_every_cta_stays_inside_c(swp):
+    # tensorcore_gemm(256) used to keep the 4096 tiling (a 16 x 64 grid of 128 x 128 tiles: loads guarded,
+    # C stores not): every CTA past the 2 x 2 that cover C stored outside it.  Now the grid is sized to N.
+    f, _, src = swp
+    a, b, c = gemm_inputs(N)
+    from tvm_twill.emulator.launch import launches
+    assert [tuple(ln.grid) for ln in launches(f, (a, b, c), source=src)[1]] == [(1, 4, 1)]
+    report = E.run(f, a, b, c, source=src)
+    assert report.ok, str(report)
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+
+
 def _caught(f, src):
     report, done, err = _emulate(f, src)
     return (not report.ok) or not _correct(done, err), report
