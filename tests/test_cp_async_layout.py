@@ -74,3 +74,28 @@ def test_the_plan_says_why_and_the_cuda_has_no_wrong_cp_async():
     assert bool(calls) == ("copy1" in plan.async_copies)
     check = plan.check_on_cpu()
     assert check.ok, check
+
+
+TRANSPOSING_ONLY = """
+@T.prim_func(s_tir=True)
+def f(X0: T.Buffer((128, 32), "float32"), C: T.Buffer((32, 8, 16), "float32")):
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        for i in T.serial(8):
+            with T.sblock("body"):
+                S0 = T.sblock_alloc_buffer((32, 16), "float32", scope="shared")
+                for k0 in range(4):
+                    for v in T.vectorized(4):
+                        with T.sblock("copy0"):
+                            S0[tx, k0 * 4 + v] = X0[i * 16 + k0 * 4 + v, tx]
+                for k in range(16):
+                    with T.sblock("use"):
+                        C[tx, i, k] = S0[tx, k] * T.float32(2)
+"""
+
+
+def test_a_transposing_copy_is_no_producer_copy_for_warp_specialization():
+    sch = tvm.s_tir.Schedule(tvm.script.from_source(TRANSPOSING_ONLY))
+    with pytest.raises(tvm_twill.UnsupportedLoopError,
+                       match=r"none a producer warp's cp.async can run \('copy0': its 4-lane vectors read global "
+                             r"source X0 with a stride of 32 elements"):
+        auto_pipeline(sch, "i", "sm_80", warp_specialize=True)
