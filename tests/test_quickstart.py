@@ -53,10 +53,23 @@ def test_the_inlined_mma_schedule_is_tvms():
     def index_map(i, j):
         return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
 
-    workload = te.create_prim_func(te_workload.matmul(1024, 1024, 1024, in_dtype="float16", out_dtype="float32"))
-    ref = mma_schedule(workload, 16, "float16", False, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1],
-                       index_map, index_map, index_map, LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
-                       MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN,
-                       "shared.dyn")
-    sch, _, _ = tensorcore_gemm(1024)
-    tvm.ir.assert_structural_equal(sch.mod, ref.mod)
+    # at 4096 TVM's test factors; at 1024 the same tile with the outer factors sized to the output
+    for n, factors in ((4096, ([1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1])),
+                       (1024, ([1, 8, 1, 4, 2], [4, 2, 4, 1, 2], [32, 2, 1]))):
+        workload = te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
+        ref = mma_schedule(workload, 16, "float16", False, *factors,
+                           index_map, index_map, index_map, LDMATRIX_f16_A_DYN_INTRIN, LDMATRIX_f16_B_DYN_INTRIN,
+                           MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN,
+                           "shared.dyn")
+        sch, _, _ = tensorcore_gemm(n)
+        tvm.ir.assert_structural_equal(sch.mod, ref.mod)
+
+
+@pytest.mark.parametrize("n", [0, 100, 200, 4000, -128, 256.0])
+def test_tensorcore_gemm_refuses_n_off_its_tile(n):
+    from tvm_twill.errors import InputError
+    from tvm_twill.workloads import tensorcore_gemm, tensorcore_gemm_factors
+
+    with pytest.raises(InputError, match=r"is not a positive multiple of its 128x128 block tile; pass n = 128 \* k"):
+        tensorcore_gemm(n)
+    assert tensorcore_gemm_factors(384) == ([1, 3, 1, 4, 2], [3, 1, 4, 1, 2], [12, 2, 1])  # an odd tile count

@@ -17,7 +17,9 @@ into a load to registers and a store to shared memory, so the outer loop has
 
 applies it, then re-plans every pipeline it wrote: once with dlight's staging
 and once with direct global->shared copies (cp.async), keeping the plan with
-the smaller model ii.
+the smaller model ii.  A direct copy becomes cp.async only when TVM lowers it
+correctly: dlight's copy of B transposes (it walks down a column of B), so it
+stays a plain copy and the plan's explanation says why.
 """
 from __future__ import annotations
 

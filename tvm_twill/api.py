@@ -142,7 +142,8 @@ class PipelinePlan:
     warnings: tuple[str, ...] = ()
     #: The warp-specialization decision (None when warp_specialize=False).
     warp_specialization: WarpSpecialization | None = None
-    #: ``(statement, why)`` for each cp.async-capable copy that is not in an async stage (``async_copies``).
+    #: ``(statement, why)`` for each cp.async-capable copy that is not in an async stage (``async_copies``),
+    #: and for each copy TVM would lower to a wrong cp.async (a transposing or misaligned vector).
     sync_copies: tuple[tuple[str, str], ...] = ()
     #: The module as ``auto_pipeline`` found it (``check_on_cpu`` runs it against the plan).
     source: object = field(default=None, compare=False, repr=False)

@@ -10,7 +10,8 @@ model says that costs nothing: the annotation stays legal, still reaches the
 schedule's ii (``annotation_ii``, every rule of the model), keeps its async
 copies contiguous and its buffer versions inside the block's shared memory.
 ``sync_copy_reasons`` says, for each capable copy still outside an async
-stage, why.
+stage, why; and for each copy that is not capable because TVM would lower
+it to a wrong cp.async (a transposing or misaligned vector), that.
 """
 from __future__ import annotations
 
@@ -130,15 +131,20 @@ def _own_reason(i, ann, deps, ordered) -> str | None:
 
 
 def sync_copy_reasons(ex, ann: PipelineAnnotation, why_not: dict | None = None) -> tuple[tuple[str, str], ...]:
-    """``(copy, reason)`` for each cp.async-capable statement outside every async stage of ``ann``.
+    """``(copy, reason)`` for each cp.async-capable statement outside every async stage of ``ann``, and for
+    each plain copy whose vectors cp.async cannot move as TVM lowers them (``StmtInfo.details["not_async"]``).
     ``why_not``: stage -> why the copies could not all move there (``all_copies_async``)."""
     why_not = why_not or {}
     deps = statement_deps(ex.graph, data_only=True)
     ordered = {ex.graph.index(e.src) for e in ex.graph.edges if e.kind == "order" or e.distance > 0}
     own = {i: _own_reason(i, ann, deps, ordered) for i in _capable(ex)}
     out = []
-    for i in _capable(ex):
-        s = ann.stages[i]
+    for st in ex.stmts:
+        i, s = st.index, ann.stages[st.index]
+        if not st.async_capable:
+            if st.details.get("not_async"):  # a copy cp.async would get wrong (frontend/cp_async.py)
+                out.append((ex.names[i], f"TVM would lower it to a wrong cp.async: {st.details['not_async']}"))
+            continue
         if s in ann.async_stages:
             continue
         mates = [j for j, sj in enumerate(ann.stages) if sj == s and j != i and own.get(j, "not a copy")]

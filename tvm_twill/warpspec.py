@@ -266,6 +266,8 @@ def _no_producer_copy(ex) -> str:
         sizes = s.details.get("vector_bytes", ())
         if sizes and any(v not in CP_ASYNC_BYTES for v in sizes):
             parts.append(f"'{s.name}' moves {'/'.join(map(str, sizes))}-byte vectors per thread")
+        elif s.details.get("not_async"):  # a transposing or misaligned vector (frontend/cp_async.py)
+            parts.append(f"'{s.name}': {s.details['not_async']}")
         else:
             parts.append(f"'{s.name}' is not a plain element-for-element copy")
     return (f"has global->shared copies, but none a producer warp's cp.async can run ({'; '.join(parts)}; "

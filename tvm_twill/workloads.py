@@ -29,7 +29,8 @@ def tensorcore_gemm(n: int = 4096, hand: str | None = None):
 
     ``tvm.testing.tir.mma_schedule`` (inlined: ``_mma_schedule``) on an n^3
     fp16 -> fp32 matmul, tensorized with ldmatrix + mma.sync m16n8k16,
-    128x256 block tiles.  Returns ``(sch, k0, k1)``: the outer loop k_0_0
+    128x128 block tiles, an (n/128)^2 grid (``tensorcore_gemm_factors``;
+    ``n`` must be a multiple of 128: ``InputError`` otherwise).  Returns ``(sch, k0, k1)``: the outer loop k_0_0
     (A/B global->shared copies and the inner loop) and the inner loop k_0_1
     (ldmatrix + mma).  ``hand`` (``"simple"`` or ``"nested"``) applies TVM's
     hand annotation of that test.
@@ -37,8 +38,9 @@ def tensorcore_gemm(n: int = 4096, hand: str | None = None):
     from tvm import te
     from tvm.s_tir.meta_schedule.testing import te_workload
 
+    i_factors, j_factors, k_factors = tensorcore_gemm_factors(n)
     workload = te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
-    sch = _mma_schedule(workload, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1])
+    sch = _mma_schedule(workload, i_factors, j_factors, k_factors)
     loops = sch.get_loops(sch.get_sblock("C_o_update"))
     k0, k1 = loops[3], loops[4]
     if hand is not None:
@@ -46,6 +48,24 @@ def tensorcore_gemm(n: int = 4096, hand: str | None = None):
             for ann, value in TVM_HAND_ANNOTATIONS[hand].get(key, {}).items():
                 sch.annotate(loop, ann, value)
     return sch, k0, k1
+
+
+#: The tile of ``tensorcore_gemm``: 128 x 128 outputs per block (8 x 8 mma tiles of 16), k in steps of 32.
+TENSORCORE_TILE = 128
+
+
+def tensorcore_gemm_factors(n: int) -> tuple[list[int], list[int], list[int]]:
+    """The split factors of ``tensorcore_gemm(n)``: TVM's test factors ``[1, 32, 1, 4, 2]``,
+    ``[16, 2, 4, 1, 2]``, ``[128, 2, 1]`` (n = 4096) with the outer factors derived from ``n``, so that the
+    grid covers exactly the n x n output with 128 x 128 block tiles (TVM guards the loads of a tile past the
+    output but not the C stores, so the factors must divide n exactly).  j's two outer factors keep TVM's
+    2 tiles on ``blockIdx.y`` where the tile count is even, 1 otherwise."""
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0 or n % TENSORCORE_TILE:
+        raise InputError(f"tensorcore_gemm: n={n!r} is not a positive multiple of its {TENSORCORE_TILE}x"
+                         f"{TENSORCORE_TILE} block tile; pass n = {TENSORCORE_TILE} * k (e.g. 256, 1024, 4096)")
+    tiles = n // TENSORCORE_TILE
+    j1 = 2 if tiles % 2 == 0 else 1
+    return [1, tiles, 1, 4, 2], [tiles // j1, j1, 4, 1, 2], [n // 32, 2, 1]
 
 
 def _mma_schedule(workload, i_factors, j_factors, k_factors):

@@ -47,7 +47,7 @@ CORPUS = HERE / "corpus"
 INVENTORY = HERE / "opcodes.txt"
 ROOT = HERE.parents[1]
 
-#: M = N = K of the mma.sync GEMMs (TVM's schedule has 128 x 256 block tiles; smaller sizes are guarded).
+#: M = N = K of the mma.sync GEMMs (TVM's schedule: 128 x 128 block tiles, the grid sized to N).
 MMA_N = 256
 #: M = N = K of the wgmma GEMMs (64 x 128 block tiles, 64-wide K steps).
 WGMMA_N = 256

@@ -74,6 +74,18 @@ def test_ws_gemm_matches_numpy_with_no_findings(ws):
     assert _correct(done, err), (done, err)
 
 
+def test_swp_gemm_every_cta_stays_inside_c(swp):
+    # tensorcore_gemm(256) used to keep the 4096 tiling (a 16 x 64 grid of 128 x 128 tiles: loads guarded,
+    # C stores not): every CTA past the 2 x 2 that cover C stored outside it.  Now the grid is sized to N.
+    f, _, src = swp
+    a, b, c = gemm_inputs(N)
+    from tvm_twill.emulator.launch import launches
+    assert [tuple(ln.grid) for ln in launches(f, (a, b, c), source=src)[1]] == [(1, 4, 1)]
+    report = E.run(f, a, b, c, source=src)
+    assert report.ok, str(report)
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+
+
 def _caught(f, src):
     report, done, err = _emulate(f, src)
     return (not report.ok) or not _correct(done, err), report
@@ -121,10 +133,16 @@ def test_planted_ws_bug_is_caught(ws, fault):
     assert caught, f"{fault} not caught: {report}"
 
 
-def test_ctas_outside_the_output_are_reported_out_of_bounds(swp):
-    # TVM's tensor-core schedule keeps its 4096-sized tiles: at 256 the launch has a 16 x 64 grid whose
-    # loads are guarded but whose C stores are not, so a CTA past the output writes outside C
-    f, _, _ = swp
+def test_ctas_outside_the_output_are_reported_out_of_bounds():
+    # what tensorcore_gemm(256) built before it sized its grid: TVM's 4096 factors at 256 (a 16 x 64 grid
+    # whose loads are guarded but whose C stores are not), so a CTA past the output writes outside C
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    from tvm_twill.workloads import _mma_schedule
+    workload = te.create_prim_func(te_workload.matmul(N, N, N, in_dtype="float16", out_dtype="float32"))
+    sch = _mma_schedule(workload, [1, 32, 1, 4, 2], [16, 2, 4, 1, 2], [128, 2, 1])
+    f = compile_module(sch.mod, "sm_80")
     a, b, c = gemm_inputs(N)
     report = E.run(f, a, b, c, blocks=[(0, 4, 0)])
     bad = [x for x in report.findings if x.kind == "BadAccess"]

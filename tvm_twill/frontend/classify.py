@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .ir import auto_copy_bytes, children, const_int, dtype_bytes, is_register, is_shared, tirx, tvm, tvm_ffi
+from .cp_async import plain_copy
+from .ir import children, const_int, is_register, is_shared, tirx, tvm, tvm_ffi
 
 __all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy"]
 
@@ -130,36 +131,6 @@ def _mac_reduction(block) -> str | None:
     if not muls:
         return None
     return "tc" if any(str(r.source.dtype).startswith(_TC_DTYPES) for r in block.reads) else "fma"
-
-
-def plain_copy(block) -> tuple[bool, float]:
-    """(is a plain load->store copy, bytes per vector) for cp.async eligibility.
-
-    A copy guarded as ``if_then_else(cond, load, 0)`` (dlight pads dynamic
-    shapes this way) counts: TVM's InjectPTXAsyncCopy makes it a predicated
-    cp.async, which fills zeros where ``cond`` is false.  So does MetaSchedule's
-    cooperative copy (``ir.auto_copy_bytes``), vectorized to its ``vector_bytes``.
-    """
-    body, vector = block.body, auto_copy_bytes(block)
-    while vector is not None and isinstance(body, tirx.For):  # a cooperative copy: loops around one store
-        body = body.body
-    if not isinstance(body, tirx.BufferStore):
-        return False, 0.0
-    value = body.value
-    if _is_zero_guarded_load(value):
-        value = value.args[1]
-    if not isinstance(value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
-        return False, 0.0
-    return True, vector or dtype_bytes(body.buffer.dtype)
-
-
-def _is_zero_guarded_load(value) -> bool:
-    """``if_then_else(cond, load, 0.0)``, the form TVM turns into a predicated cp.async."""
-    if not (isinstance(value, tvm.ir.expr.Call) and _op_name(value).endswith("if_then_else")
-            and len(value.args) == 3 and isinstance(value.args[1], tvm.ir.expr.TensorLoad)):
-        return False
-    other = value.args[2]
-    return isinstance(other, tvm.ir.prim.expr.FloatImm) and float(other.value) == 0.0
 
 
 def classify(block, work: LeafWork, read_scopes: set, write_scopes: set, plain: bool) -> str:

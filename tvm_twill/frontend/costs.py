@@ -85,7 +85,8 @@ from ..model.pipeline import PipelineAnnotation
 from ..model.throughput import copy_cost, issue_cycles, unit_label, uses_bulk_copies
 from .classify import LeafWork, classify, describe, leaf_work, plain_copy
 from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, eval_int, has_block, is_register, is_shared,
-                 s_tir, scope_of, substitute, thread_extents, tirx, tvm, vector_lanes)
+                 s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
+from .cp_async import CP_ASYNC_BYTES, bound_store, vector_layout_reason
 from .loops import LoopRef, pipeline_children
 
 __all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
@@ -95,7 +96,6 @@ DEFAULT_QUANTUM = 16
 #: Unloaded DRAM access latency in cycles, order of magnitude from published
 #: microbenchmarks of A100/H100 (about 400-600 cycles); loaded latency is higher.
 DRAM_LATENCY_CYCLES = 500
-CP_ASYNC_BYTES = (4, 8, 16)  #: bytes one cp.async (``cp.async.ca/cg.shared.global``) moves per thread
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,7 @@ class _Leaf:
     plain_copy: bool = False
     global_mins: tuple = ()  # per global read: its start, in the loop variables of the kernel
     reduce_steps: int = 1    # instances that update one element (a reduction block's reduce domain)
+    not_async: str | None = None  # a plain copy cp.async cannot run as TVM lowers it: why (cp_async)
 
 
 def _region_bytes(region) -> float:
@@ -193,6 +194,7 @@ class StatementAnalyzer:
         # buffer variables only: TVM refuses a scalar parameter (``n: T.int32``) in this map
         self.buffer_map = {b: b for b in bufs if isinstance(getattr(b, "ty", None), tirx.buffer.BufferType)}
         self.aligns = _collect_aligns(func)
+        self.around = (*(a for a in loop_ref.ancestors if isinstance(a, tirx.For)), loop_ref.node)  # their ranges
         # threadIdx extents outside the loop, and the block's thread count.
         self.outer_threads = {}
         for a in loop_ref.ancestors:
@@ -231,31 +233,34 @@ class StatementAnalyzer:
         outer = math.prod(e for t, e in self.outer_threads.items() if t not in tags)
         out: list[_Leaf] = []
 
-        def visit(s, mult):
+        def visit(s, mult, loops):
             if isinstance(s, tirx.For):
                 ext = const_int(s.extent)
                 if ext is None:
                     raise UnsupportedLoopError(
                         f"loop '{self.loop.name}': inner loop '{s.loop_var.name}' has a dynamic extent: "
                         "tile sizes must be static to estimate costs")
-                visit(s.body, mult * ext)
+                visit(s.body, mult * ext, loops + (s,))
                 return
             if isinstance(s, s_tir.SBlockRealize):
                 blk = s.block
                 if has_block(blk.body):
-                    visit(blk.body, mult)
+                    visit(blk.body, mult, loops)
                     return
-                out.append(self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1),  # shared out
-                                     list(zip(blk.iter_vars, s.iter_values, strict=True))))
+                lf = self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1),  # shared out
+                               list(zip(blk.iter_vars, s.iter_values, strict=True)))
+                if lf.plain_copy and auto_copy_bytes(blk) is None:  # TVM's LowerAutoCopy lays its own out
+                    lf.not_async = vector_layout_reason(bound_store(s), self.around + loops, self.aligns)
+                out.append(lf)
                 return
             if isinstance(s, tirx.BufferStore):  # a store outside any block (opaque IR)
                 out.append(_Leaf(name=s.buffer.name, count=mult * outer, reads=[],
                                  writes=[(s.buffer, dtype_bytes(s.buffer.dtype))], kind="alu"))
                 return
             for c in children(s):
-                visit(c, mult)
+                visit(c, mult, loops)
 
-        visit(stmt, 1.0)
+        visit(stmt, 1.0, ())
         return out
 
     def leaf(self, blk, count, bindings=None) -> _Leaf:
@@ -353,8 +358,9 @@ class StatementAnalyzer:
                 total = sum(lf.count * n / lf.reduce_steps for lf in leaves for b, n in lf.writes if b.same_as(w.source))
                 reg_writes[w.source.name] = math.ceil(total / (self.threads_per_block * 4))
         moved = tuple(sorted({int(lf.vector_bytes * vector_lanes(stmt)) for lf in leaves if lf.kind == "copy"}))
+        refused = next((lf.not_async for lf in leaves if lf.not_async), None)
         async_ok = (bool(leaves) and all(lf.kind == "copy" and lf.plain_copy for lf in leaves)
-                    and set(moved) <= set(CP_ASYNC_BYTES))
+                    and set(moved) <= set(CP_ASYNC_BYTES) and refused is None)
         kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "empty")
         name = _stmt_name(stmt, leaves, index, self.lowered)
         desc = describe(kind, kinds, copy_bytes, async_ok, copy.get("label", ""))
@@ -369,6 +375,7 @@ class StatementAnalyzer:
                         smem_scopes=smem_scopes, async_capable=async_ok, description=desc,
                         details={"kinds": tuple(kinds), "copy_bytes": copy_bytes, "vector_bytes": moved,
                                  "bounds": bounds, "copy": copy, "flops": flops,
+                                 "not_async": refused,
                                  "leaves": tuple(lf.name for lf in leaves)})
 
     def _work(self, leaves, stmt) -> tuple[dict, dict, dict]:

@@ -123,26 +123,6 @@ __host__ __device__ half4 make_half4(__half x, __half y, __half z, __half w) {
   #define uchar unsigned char
   #define ushort unsigned short
 #endif
-__forceinline__ __device__ void tvm_builtin_ptx_cp_async_wait_group_async_wait_group_1() {
-  asm volatile("cp.async.wait_group 1;" :  :  : "memory");
-}
-__forceinline__ __device__ void tvm_builtin_ptx_cp_async_wait_group_async_wait_group_2() {
-  asm volatile("cp.async.wait_group 2;" :  :  : "memory");
-}
-__forceinline__ __device__ void tvm_builtin_ptx_cp_async_commit_group_async_commit_group() {
-  asm volatile("cp.async.commit_group;" :  : );
-}
-__forceinline__ __device__ void tvm_builtin_ptx_cp_async_wait_group_async_wait_group_0() {
-  asm volatile("cp.async.wait_group 0;" :  :  : "memory");
-}
-
-__forceinline__ __device__ void ptx_cp_async_legacy_ca_8_2_2(void* dst, int dst_off, void* src, int src_off) {
-  uint8_t* dst_p = (uint8_t*)dst + dst_off * 2;
-  uint8_t* src_p = (uint8_t*)src + src_off * 2;
-  unsigned int dst_addr = __cvta_generic_to_shared(dst_p);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;"
-    :: "r"(dst_addr), "l"(src_p), "n"(8));
-}
 extern "C" __global__ void __launch_bounds__(512) main_kernel(half* __restrict__ A_ptr, half* __restrict__ B_ptr, float* __restrict__ C_ptr);
 extern "C" __global__ void __launch_bounds__(512) main_kernel(half* __restrict__ A_ptr, half* __restrict__ B_ptr, float* __restrict__ C_ptr) {
   extern __shared__ __align__(64) uchar buf_dyn_shmem_ptr[];
@@ -159,44 +139,43 @@ extern "C" __global__ void __launch_bounds__(512) main_kernel(half* __restrict__
   int cse_v3 = (((int)threadIdx.x) >> 4);
   int cse_v4 = (((int)threadIdx.x) & 15);
   int cse_v5 = (((int)threadIdx.y) * 144);
-  int cse_v6 = (((int)blockIdx.y) * 128);
-  int cse_v7 = (((int)threadIdx.y) * 2);
   int cse_v15 = ((((int)threadIdx.x) >> 4) * 256);
   int cse_v16 = ((((int)threadIdx.x) & 15) * 4);
   int cse_v17 = ((((int)threadIdx.x) >> 4) * 72);
-  int cse_v35 = (((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128));
   for (int ax0_ax1_fused_0 = 0; ax0_ax1_fused_0 < 4; ++ax0_ax1_fused_0) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 27648), A_ptr, (((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + (((((ax0_ax1_fused_0 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 27648)) = *(half4*)(A_ptr + (((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)));
   }
+  int cse_v6 = (((int)blockIdx.y) * 128);
+  int cse_v7 = (((int)threadIdx.y) * 2);
+  int cse_v35 = (((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128));
   for (int ax0_ax1_fused_0_1 = 0; ax0_ax1_fused_0_1 < 4; ++ax0_ax1_fused_0_1) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, ((((ax0_ax1_fused_0_1 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)), B_ptr, ((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_1 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)));
+    int4 v_ = make_int4((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_1 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)))+(256*0), (((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_1 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)))+(256*1), (((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_1 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)))+(256*2), (((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_1 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)))+(256*3));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + ((((ax0_ax1_fused_0_1 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4))) = make_half4(B_ptr[v_.x],B_ptr[v_.y],B_ptr[v_.z],B_ptr[v_.w]);
   }
-  tvm_builtin_ptx_cp_async_commit_group_async_commit_group();
   for (int ax0_ax1_fused_0_2 = 0; ax0_ax1_fused_0_2 < 4; ++ax0_ax1_fused_0_2) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_2 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 36864), A_ptr, ((((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0_2 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)) + 64));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + (((((ax0_ax1_fused_0_2 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 36864)) = *(half4*)(A_ptr + ((((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0_2 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)) + 64));
   }
   for (int ax0_ax1_fused_0_3 = 0; ax0_ax1_fused_0_3 < 4; ++ax0_ax1_fused_0_3) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_3 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 9216), B_ptr, (((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_3 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 16384));
+    int4 v__1 = make_int4(((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_3 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 16384))+(256*0), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_3 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 16384))+(256*1), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_3 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 16384))+(256*2), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_3 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 16384))+(256*3));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + (((((ax0_ax1_fused_0_3 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 9216)) = make_half4(B_ptr[v__1.x],B_ptr[v__1.y],B_ptr[v__1.z],B_ptr[v__1.w]);
   }
-  tvm_builtin_ptx_cp_async_commit_group_async_commit_group();
   for (int ax0_ax1_fused_0_4 = 0; ax0_ax1_fused_0_4 < 4; ++ax0_ax1_fused_0_4) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_4 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 46080), A_ptr, ((((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0_4 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)) + 128));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + (((((ax0_ax1_fused_0_4 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 46080)) = *(half4*)(A_ptr + ((((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0_4 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)) + 128));
   }
   for (int ax0_ax1_fused_0_5 = 0; ax0_ax1_fused_0_5 < 4; ++ax0_ax1_fused_0_5) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_5 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 18432), B_ptr, (((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_5 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 32768));
+    int4 v__2 = make_int4(((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_5 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 32768))+(256*0), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_5 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 32768))+(256*1), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_5 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 32768))+(256*2), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_5 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 32768))+(256*3));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + (((((ax0_ax1_fused_0_5 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 18432)) = make_half4(B_ptr[v__2.x],B_ptr[v__2.y],B_ptr[v__2.z],B_ptr[v__2.w]);
   }
-  tvm_builtin_ptx_cp_async_commit_group_async_commit_group();
   int cse_v8 = (((int)threadIdx.y) & 3);
-  int cse_v9 = (((int)threadIdx.y) >> 2);
   int cse_v18 = ((((int)threadIdx.y) & 3) * 2304);
-  int cse_v19 = ((((int)threadIdx.y) >> 2) * 2304);
-  int cse_v36 = (((((int)threadIdx.y) & 3) * 2304) + 1152);
-  int cse_v37 = (((((int)threadIdx.y) >> 2) * 2304) + 1152);
-  tvm_builtin_ptx_cp_async_wait_group_async_wait_group_2();
   __syncthreads();
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[0], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 27648)])), 72);
+  int cse_v36 = (((((int)threadIdx.y) & 3) * 2304) + 1152);
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[1], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 28800)])), 72);
+  int cse_v9 = (((int)threadIdx.y) >> 2);
+  int cse_v19 = ((((int)threadIdx.y) >> 2) * 2304);
   nvcuda::wmma::load_matrix_sync(B_reindex_shared_dyn_wmma_matrix_b_ptr[0], (&(((half*)buf_dyn_shmem_ptr)[((((int)threadIdx.y) >> 2) * 2304)])), 72);
+  int cse_v37 = (((((int)threadIdx.y) >> 2) * 2304) + 1152);
   nvcuda::wmma::load_matrix_sync(B_reindex_shared_dyn_wmma_matrix_b_ptr[1], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) >> 2) * 2304) + 1152)])), 72);
   for (int ax3_0_1 = 0; ax3_0_1 < 3; ++ax3_0_1) {
     int cse_v10 = (ax3_0_1 * 16);
@@ -218,13 +197,12 @@ extern "C" __global__ void __launch_bounds__(512) main_kernel(half* __restrict__
   }
   __syncthreads();
   for (int ax0_ax1_fused_0_6 = 0; ax0_ax1_fused_0_6 < 4; ++ax0_ax1_fused_0_6) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_6 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 27648), A_ptr, ((((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0_6 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)) + 192));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + (((((ax0_ax1_fused_0_6 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)) + 27648)) = *(half4*)(A_ptr + ((((((((int)blockIdx.x) * 32768) + (ax0_ax1_fused_0_6 * 8192)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)threadIdx.x) & 15) * 4)) + 192));
   }
   for (int ax0_ax1_fused_0_7 = 0; ax0_ax1_fused_0_7 < 4; ++ax0_ax1_fused_0_7) {
-    ptx_cp_async_legacy_ca_8_2_2(buf_dyn_shmem_ptr, ((((ax0_ax1_fused_0_7 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4)), B_ptr, (((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_7 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 49152));
+    int4 v__3 = make_int4(((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_7 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 49152))+(256*0), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_7 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 49152))+(256*1), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_7 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 49152))+(256*2), ((((((((((int)threadIdx.x) & 15) * 1024) + (((int)blockIdx.y) * 128)) + (ax0_ax1_fused_0_7 * 32)) + (((int)threadIdx.y) * 2)) + (((int)threadIdx.x) >> 4)) + 49152))+(256*3));
+    *(half4*)(((half*)buf_dyn_shmem_ptr) + ((((ax0_ax1_fused_0_7 * 2304) + (((int)threadIdx.y) * 144)) + ((((int)threadIdx.x) >> 4) * 72)) + ((((int)threadIdx.x) & 15) * 4))) = make_half4(B_ptr[v__3.x],B_ptr[v__3.y],B_ptr[v__3.z],B_ptr[v__3.w]);
   }
-  tvm_builtin_ptx_cp_async_commit_group_async_commit_group();
-  tvm_builtin_ptx_cp_async_wait_group_async_wait_group_2();
   __syncthreads();
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[0], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 36864)])), 72);
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[1], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 38016)])), 72);
@@ -254,8 +232,6 @@ extern "C" __global__ void __launch_bounds__(512) main_kernel(half* __restrict__
       }
     }
   }
-  tvm_builtin_ptx_cp_async_wait_group_async_wait_group_1();
-  __syncthreads();
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[0], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 46080)])), 72);
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[1], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 47232)])), 72);
   nvcuda::wmma::load_matrix_sync(B_reindex_shared_dyn_wmma_matrix_b_ptr[0], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) >> 2) * 2304) + 18432)])), 72);
@@ -284,8 +260,6 @@ extern "C" __global__ void __launch_bounds__(512) main_kernel(half* __restrict__
       }
     }
   }
-  tvm_builtin_ptx_cp_async_wait_group_async_wait_group_0();
-  __syncthreads();
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[0], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 27648)])), 72);
   nvcuda::wmma::load_matrix_sync(A_reindex_shared_dyn_wmma_matrix_a_ptr[1], (&(((half*)buf_dyn_shmem_ptr)[(((((int)threadIdx.y) & 3) * 2304) + 28800)])), 72);
   nvcuda::wmma::load_matrix_sync(B_reindex_shared_dyn_wmma_matrix_b_ptr[0], (&(((half*)buf_dyn_shmem_ptr)[((((int)threadIdx.y) >> 2) * 2304)])), 72);

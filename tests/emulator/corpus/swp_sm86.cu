@@ -154,11 +154,9 @@ extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__
   for (int i_0_3_init = 0; i_0_3_init < 4; ++i_0_3_init) {
     for (int i_0_4_init = 0; i_0_4_init < 2; ++i_0_4_init) {
       for (int j_0_4_init = 0; j_0_4_init < 2; ++j_0_4_init) {
-        if ((((int)blockIdx.y) < 4) && (((int)blockIdx.x) < 1)) {
-          for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < 8; ++i) {
 C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0.0;}
 ;
-        }
       }
     }
   }
@@ -169,53 +167,41 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
   int cse_v5 = (((int)threadIdx.x) >> 4);
   int cse_v6 = (((int)threadIdx.x) & 15);
   int cse_v7 = (((int)threadIdx.y) * 272);
-  int cse_v12 = ((((int)blockIdx.y) >> 1) * 32768);
-  int cse_v13 = ((((int)threadIdx.x) >> 2) * 256);
-  int cse_v14 = ((((int)threadIdx.x) & 3) * 8);
-  int cse_v15 = ((((int)threadIdx.x) >> 2) * 40);
-  int cse_v16 = ((((int)threadIdx.x) >> 4) * 256);
-  int cse_v17 = ((((int)blockIdx.y) & 1) * 128);
-  int cse_v18 = ((((int)threadIdx.x) & 15) * 8);
-  int cse_v19 = ((((int)threadIdx.x) >> 4) * 136);
+  int cse_v14 = ((((int)blockIdx.y) >> 1) * 32768);
+  int cse_v15 = ((((int)threadIdx.x) >> 2) * 256);
+  int cse_v16 = ((((int)threadIdx.x) & 3) * 8);
+  int cse_v17 = ((((int)threadIdx.x) >> 2) * 40);
+  int cse_v18 = ((((int)threadIdx.x) >> 4) * 256);
+  int cse_v19 = ((((int)blockIdx.y) & 1) * 128);
+  int cse_v20 = ((((int)threadIdx.x) & 15) * 8);
+  int cse_v21 = ((((int)threadIdx.x) >> 4) * 136);
   for (int ax0_ax1_fused_0 = 0; ax0_ax1_fused_0 < 4; ++ax0_ax1_fused_0) {
-    if (((int)blockIdx.y) < 4) {
-      ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0 * 1280) + (((int)threadIdx.y) * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 13056), A_ptr, ((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0 * 8192)) + (((int)threadIdx.y) * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + ((((int)threadIdx.x) & 3) * 8)));
-    }
+    ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0 * 1280) + (((int)threadIdx.y) * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 13056), A_ptr, ((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0 * 8192)) + (((int)threadIdx.y) * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + ((((int)threadIdx.x) & 3) * 8)));
   }
   for (int ax0_ax1_fused_0_1 = 0; ax0_ax1_fused_0_1 < 4; ++ax0_ax1_fused_0_1) {
-    if (((int)blockIdx.x) < 1) {
-      ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, ((((ax0_ax1_fused_0_1 * 1088) + (((int)threadIdx.y) * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8)), B_ptr, (((((ax0_ax1_fused_0_1 * 2048) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8)));
-    }
+    ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, ((((ax0_ax1_fused_0_1 * 1088) + (((int)threadIdx.y) * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8)), B_ptr, (((((ax0_ax1_fused_0_1 * 2048) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8)));
   }
   tvm_builtin_ptx_cp_async_commit_group_async_commit_group();
   for (int ax0_ax1_fused_0_2 = 0; ax0_ax1_fused_0_2 < 4; ++ax0_ax1_fused_0_2) {
-    if (((int)blockIdx.y) < 4) {
-      ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_2 * 1280) + (((int)threadIdx.y) * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 18176), A_ptr, (((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0_2 * 8192)) + (((int)threadIdx.y) * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + ((((int)threadIdx.x) & 3) * 8)) + 32));
-    }
+    ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_2 * 1280) + (((int)threadIdx.y) * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 18176), A_ptr, (((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0_2 * 8192)) + (((int)threadIdx.y) * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + ((((int)threadIdx.x) & 3) * 8)) + 32));
   }
   for (int ax0_ax1_fused_0_3 = 0; ax0_ax1_fused_0_3 < 4; ++ax0_ax1_fused_0_3) {
-    if (((int)blockIdx.x) < 1) {
-      ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_3 * 1088) + (((int)threadIdx.y) * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8)) + 4352), B_ptr, ((((((ax0_ax1_fused_0_3 * 2048) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8)) + 8192));
-    }
+    ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((ax0_ax1_fused_0_3 * 1088) + (((int)threadIdx.y) * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8)) + 4352), B_ptr, ((((((ax0_ax1_fused_0_3 * 2048) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8)) + 8192));
   }
   tvm_builtin_ptx_cp_async_commit_group_async_commit_group();
   int cse_v8 = (((int)threadIdx.x) * 8);
   int cse_v10 = (((int)threadIdx.y) * 32);
-  int cse_v21 = ((((int)threadIdx.x) >> 4) * 8);
-  int cse_v23 = (((((int)threadIdx.x) & 15) * 40) + ((((int)threadIdx.x) >> 4) * 8));
-  int cse_v24 = (((((int)threadIdx.x) & 15) * 136) + ((((int)threadIdx.x) >> 4) * 8));
-  for (int k_0_0 = 0; k_0_0 < 126; ++k_0_0) {
-    int cse_v20 = ((k_0_0 + 2) % 3);
+  int cse_v23 = ((((int)threadIdx.x) >> 4) * 8);
+  int cse_v27 = (((((int)threadIdx.x) & 15) * 40) + ((((int)threadIdx.x) >> 4) * 8));
+  int cse_v28 = (((((int)threadIdx.x) & 15) * 136) + ((((int)threadIdx.x) >> 4) * 8));
+  for (int k_0_0 = 0; k_0_0 < 6; ++k_0_0) {
+    int cse_v22 = ((k_0_0 + 2) % 3);
     __syncthreads();
     for (int ax0_ax1_fused_0_4 = 0; ax0_ax1_fused_0_4 < 4; ++ax0_ax1_fused_0_4) {
-      if ((((int)blockIdx.y) < 4) && (k_0_0 < 6)) {
-        ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, ((((((((k_0_0 + 2) % 3) * 5120) + (ax0_ax1_fused_0_4 * 1280)) + (((int)threadIdx.y) * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 13056), A_ptr, ((((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0_4 * 8192)) + (((int)threadIdx.y) * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + (k_0_0 * 32)) + ((((int)threadIdx.x) & 3) * 8)) + 64));
-      }
+      ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, ((((((((k_0_0 + 2) % 3) * 5120) + (ax0_ax1_fused_0_4 * 1280)) + (((int)threadIdx.y) * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 13056), A_ptr, ((((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0_4 * 8192)) + (((int)threadIdx.y) * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + (k_0_0 * 32)) + ((((int)threadIdx.x) & 3) * 8)) + 64));
     }
     for (int ax0_ax1_fused_0_5 = 0; ax0_ax1_fused_0_5 < 4; ++ax0_ax1_fused_0_5) {
-      if ((k_0_0 < 6) && (((int)blockIdx.x) < 1)) {
-        ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((((k_0_0 + 2) % 3) * 4352) + (ax0_ax1_fused_0_5 * 1088)) + (((int)threadIdx.y) * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8)), B_ptr, (((((((k_0_0 * 8192) + (ax0_ax1_fused_0_5 * 2048)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8)) + 16384));
-      }
+      ptx_cp_async_legacy_cg_16_2_2(buf_dyn_shmem_ptr, (((((((k_0_0 + 2) % 3) * 4352) + (ax0_ax1_fused_0_5 * 1088)) + (((int)threadIdx.y) * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8)), B_ptr, (((((((k_0_0 * 8192) + (ax0_ax1_fused_0_5 * 2048)) + (((int)threadIdx.y) * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8)) + 16384));
     }
     tvm_builtin_ptx_cp_async_commit_group_async_commit_group();
     tvm_builtin_ptx_cp_async_wait_group_async_wait_group_2();
@@ -249,11 +235,10 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
       for (int i_0_3 = 0; i_0_3 < 4; ++i_0_3) {
         for (int i_0_4 = 0; i_0_4 < 2; ++i_0_4) {
           for (int j_0_4 = 0; j_0_4 < 2; ++j_0_4) {
-            if (((((int)blockIdx.y) < 4) && (((int)blockIdx.x) < 1)) && (k_0_0 < 8)) {
-              int cse_v11 = (j_0_4 * 256);
-              int cse_v22 = ((j_0_4 * 256) + (((int)threadIdx.x) * 8));
-              int cse_v25 = (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8));
-              int cse_v26 = ((((i_0_3 * 1024) + (i_0_4 * 512)) + (j_0_4 * 256)) + (((int)threadIdx.x) * 8));
+            int cse_v11 = (j_0_4 * 256);
+            int cse_v24 = ((j_0_4 * 256) + (((int)threadIdx.x) * 8));
+            int cse_v29 = (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8));
+            int cse_v32 = ((((i_0_3 * 1024) + (i_0_4 * 512)) + (j_0_4 * 256)) + (((int)threadIdx.x) * 8));
 
   {
     __asm__ __volatile__(
@@ -270,7 +255,6 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
       :  "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[0]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[1]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[2]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[3])
       : "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4 * 256) + (((int)threadIdx.x) * 8)) + 4)))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4 * 256) + (((int)threadIdx.x) * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[0]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[2]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[3]));
   }
-            }
           }
         }
       }
@@ -303,6 +287,32 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
     );
   }
     }
+    for (int i_0_3_1 = 0; i_0_3_1 < 4; ++i_0_3_1) {
+      for (int i_0_4_1 = 0; i_0_4_1 < 2; ++i_0_4_1) {
+        for (int j_0_4_1 = 0; j_0_4_1 < 2; ++j_0_4_1) {
+          int cse_v12 = (j_0_4_1 * 256);
+          int cse_v25 = ((j_0_4_1 * 256) + (((int)threadIdx.x) * 8));
+          int cse_v30 = (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8));
+          int cse_v33 = ((((i_0_3_1 * 1024) + (i_0_4_1 * 512)) + (j_0_4_1 * 256)) + (((int)threadIdx.x) * 8));
+
+  {
+    __asm__ __volatile__(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      :  "=f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[0]), "=f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[1]), "=f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[2]), "=f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[3])
+      : "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + ((j_0_4_1 * 256) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + ((j_0_4_1 * 256) + (((int)threadIdx.x) * 8))))[1]), "f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[0]), "f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[1]), "f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[2]), "f"(((float *)(C_warp_ptr + (((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8))))[3]));
+  }
+
+  {
+    __asm__ __volatile__(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      :  "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[0]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[1]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[2]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[3])
+      : "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8))))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + (((j_0_4_1 * 256) + (((int)threadIdx.x) * 8)) + 4)))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + (((j_0_4_1 * 256) + (((int)threadIdx.x) * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[0]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[2]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[3]));
+  }
+        }
+      }
+    }
   }
   tvm_builtin_ptx_cp_async_wait_group_async_wait_group_0();
   __syncthreads();
@@ -331,11 +341,37 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
     );
   }
     }
+    for (int i_0_3_2 = 0; i_0_3_2 < 4; ++i_0_3_2) {
+      for (int i_0_4_2 = 0; i_0_4_2 < 2; ++i_0_4_2) {
+        for (int j_0_4_2 = 0; j_0_4_2 < 2; ++j_0_4_2) {
+          int cse_v13 = (j_0_4_2 * 256);
+          int cse_v26 = ((j_0_4_2 * 256) + (((int)threadIdx.x) * 8));
+          int cse_v31 = (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8));
+          int cse_v34 = ((((i_0_3_2 * 1024) + (i_0_4_2 * 512)) + (j_0_4_2 * 256)) + (((int)threadIdx.x) * 8));
+
+  {
+    __asm__ __volatile__(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      :  "=f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[0]), "=f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[1]), "=f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[2]), "=f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[3])
+      : "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + ((j_0_4_2 * 256) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + ((j_0_4_2 * 256) + (((int)threadIdx.x) * 8))))[1]), "f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[0]), "f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[1]), "f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[2]), "f"(((float *)(C_warp_ptr + (((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8))))[3]));
+  }
+
+  {
+    __asm__ __volatile__(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      :  "=f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[0]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[1]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[2]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[3])
+      : "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr_1 + (((i_0_3_2 * 512) + (i_0_4_2 * 256)) + (((int)threadIdx.x) * 8))))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + (((j_0_4_2 * 256) + (((int)threadIdx.x) * 8)) + 4)))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr_1 + (((j_0_4_2 * 256) + (((int)threadIdx.x) * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[0]), "f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[2]), "f"(((float *)(C_warp_ptr + ((((i_0_3_2 * 32) + (i_0_4_2 * 16)) + (j_0_4_2 * 8)) + 4)))[3]));
+  }
+        }
+      }
+    }
   }
   for (int ax0_0_3 = 0; ax0_0_3 < 8; ++ax0_0_3) {
     for (int ax1_0_3 = 0; ax1_0_3 < 2; ++ax1_0_3) {
       for (int local_id = 0; local_id < 8; ++local_id) {
-(&(C_ptr[(((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_0_3 * 4096)) + (((int)blockIdx.x) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + (((int)threadIdx.y) * 32)) + (ax1_0_3 * 16))]))[((((((local_id % 4) / 2) * 8) + (threadIdx.x / 4)) * 256) + ((((local_id / 4) * 8) + ((threadIdx.x % 4) * 2)) + (local_id % 2)))] = C_warp_ptr[((ax0_0_3 * 16) + (ax1_0_3 * 8)) + local_id];
+(&(C_ptr[((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_0_3 * 4096)) + ((((int)blockIdx.y) & 1) * 128)) + (((int)threadIdx.y) * 32)) + (ax1_0_3 * 16))]))[((((((local_id % 4) / 2) * 8) + (threadIdx.x / 4)) * 256) + ((((local_id / 4) * 8) + ((threadIdx.x % 4) * 2)) + (local_id % 2)))] = C_warp_ptr[((ax0_0_3 * 16) + (ax1_0_3 * 8)) + local_id];
 }
 ;
     }

@@ -188,7 +188,7 @@ extern "C" __global__ void __launch_bounds__(160) main_kernel(half* __restrict__
   int cse_v11 = ((((int)blockIdx.y) >> 1) * 32768);
   int cse_v13 = ((((int)blockIdx.y) & 1) * 128);
   if (4 <= ws_warp) {
-    for (int ws_p = 0; ws_p < 128; ++ws_p) {
+    for (int ws_p = 0; ws_p < 8; ++ws_p) {
       ws_ready_ptr[0] = (uint)0;
       int cse_v2 = (ws_p % 3);
       #pragma unroll 1
@@ -198,24 +198,20 @@ extern "C" __global__ void __launch_bounds__(160) main_kernel(half* __restrict__
       }
       for (int ws_c0 = 0; ws_c0 < 4; ++ws_c0) {
         for (int ax0_ax1_fused_0 = 0; ax0_ax1_fused_0 < 4; ++ax0_ax1_fused_0) {
-          if ((((int)blockIdx.y) < 4) && (ws_p < 8)) {
-            int cse_v3 = (((int)threadIdx.x) >> 2);
-            int cse_v10 = ((((int)threadIdx.x) & 3) * 8);
-            tvm_builtin_ptx_cp_async_cg_async_cg_shared_global_16(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[(((((((ws_p % 3) * 5120) + (ax0_ax1_fused_0 * 1280)) + (ws_c0 * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 13056)]))), (&(A_ptr[(((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0 * 8192)) + (ws_c0 * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + (ws_p * 32)) + ((((int)threadIdx.x) & 3) * 8))])));
-          }
+          int cse_v3 = (((int)threadIdx.x) >> 2);
+          int cse_v10 = ((((int)threadIdx.x) & 3) * 8);
+          tvm_builtin_ptx_cp_async_cg_async_cg_shared_global_16(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[(((((((ws_p % 3) * 5120) + (ax0_ax1_fused_0 * 1280)) + (ws_c0 * 320)) + ((((int)threadIdx.x) >> 2) * 40)) + ((((int)threadIdx.x) & 3) * 8)) + 13056)]))), (&(A_ptr[(((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_ax1_fused_0 * 8192)) + (ws_c0 * 2048)) + ((((int)threadIdx.x) >> 2) * 256)) + (ws_p * 32)) + ((((int)threadIdx.x) & 3) * 8))])));
         }
       }
       for (int ws_c1 = 0; ws_c1 < 4; ++ws_c1) {
         for (int ax0_ax1_fused_0_1 = 0; ax0_ax1_fused_0_1 < 4; ++ax0_ax1_fused_0_1) {
-          if ((ws_p < 8) && (((int)blockIdx.x) < 1)) {
-            int cse_v12 = ((((int)threadIdx.x) & 15) * 8);
-            tvm_builtin_ptx_cp_async_cg_async_cg_shared_global_16(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[((((((ws_p % 3) * 4352) + (ax0_ax1_fused_0_1 * 1088)) + (ws_c1 * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8))]))), (&(B_ptr[((((((ws_p * 8192) + (ax0_ax1_fused_0_1 * 2048)) + (ws_c1 * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8))])));
-          }
+          int cse_v12 = ((((int)threadIdx.x) & 15) * 8);
+          tvm_builtin_ptx_cp_async_cg_async_cg_shared_global_16(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[((((((ws_p % 3) * 4352) + (ax0_ax1_fused_0_1 * 1088)) + (ws_c1 * 272)) + ((((int)threadIdx.x) >> 4) * 136)) + ((((int)threadIdx.x) & 15) * 8))]))), (&(B_ptr[((((((ws_p * 8192) + (ax0_ax1_fused_0_1 * 2048)) + (ws_c1 * 512)) + ((((int)threadIdx.x) >> 4) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + ((((int)threadIdx.x) & 15) * 8))])));
         }
       }
       tvm_builtin_ptx_cp_async_mbarrier_arrive_async_mbarrier_arrive_noinc_shared_b64(tvm_builtin_cuda_cvta_generic_to_shared((&(ws_full_ptr[(ws_p % 3)]))));
     }
-    for (int ws_t = 128; ws_t < 131; ++ws_t) {
+    for (int ws_t = 8; ws_t < 11; ++ws_t) {
       ws_ready_ptr[0] = (uint)0;
       #pragma unroll 1
       while (1) {
@@ -227,11 +223,9 @@ extern "C" __global__ void __launch_bounds__(160) main_kernel(half* __restrict__
     for (int i_0_3_init = 0; i_0_3_init < 4; ++i_0_3_init) {
       for (int i_0_4_init = 0; i_0_4_init < 2; ++i_0_4_init) {
         for (int j_0_4_init = 0; j_0_4_init < 2; ++j_0_4_init) {
-          if ((((int)blockIdx.y) < 4) && (((int)blockIdx.x) < 1)) {
-            for (int i = 0; i < 8; ++i) {
+          for (int i = 0; i < 8; ++i) {
 C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0.0;}
 ;
-          }
         }
       }
     }
@@ -239,7 +233,7 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
     if ((ws_warp >> 1) == 0) {
       tvm_builtin_ptx_bar_arrive_arrive((uint)2, (uint)128);
     }
-    for (int ws_k = 0; ws_k < 128; ++ws_k) {
+    for (int ws_k = 0; ws_k < 8; ++ws_k) {
       ws_ready_ptr[0] = (uint)0;
       int cse_v7 = (ws_k % 3);
       #pragma unroll 1
@@ -278,11 +272,10 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
         for (int i_0_3 = 0; i_0_3 < 4; ++i_0_3) {
           for (int i_0_4 = 0; i_0_4 < 2; ++i_0_4) {
             for (int j_0_4 = 0; j_0_4 < 2; ++j_0_4) {
-              if (((((int)blockIdx.y) < 4) && (((int)blockIdx.x) < 1)) && (ws_k < 8)) {
-                int cse_v9 = (j_0_4 * 256);
-                int cse_v15 = ((j_0_4 * 256) + (((int)threadIdx.x) * 8));
-                int cse_v16 = (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8));
-                int cse_v17 = ((((i_0_3 * 1024) + (i_0_4 * 512)) + (j_0_4 * 256)) + (((int)threadIdx.x) * 8));
+              int cse_v9 = (j_0_4 * 256);
+              int cse_v15 = ((j_0_4 * 256) + (((int)threadIdx.x) * 8));
+              int cse_v16 = (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8));
+              int cse_v17 = ((((i_0_3 * 1024) + (i_0_4 * 512)) + (j_0_4 * 256)) + (((int)threadIdx.x) * 8));
 
   {
     __asm__ __volatile__(
@@ -299,12 +292,11 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
       :  "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[0]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[1]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[2]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[3])
       : "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4 * 256) + (((int)threadIdx.x) * 8)) + 4)))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4 * 256) + (((int)threadIdx.x) * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[0]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[2]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[3]));
   }
-              }
             }
           }
         }
       }
-      if (((ws_warp >> 1) != 0) || (ws_k < 127)) {
+      if (((ws_warp >> 1) != 0) || (ws_k < 7)) {
         tvm_builtin_ptx_bar_arrive_arrive(((uint)(((ws_warp >> 1) == 0) ? 2 : 1)), (uint)128);
       }
       tvm_builtin_cuda_warp_sync();
@@ -315,7 +307,7 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
     for (int ax0_0_1 = 0; ax0_0_1 < 8; ++ax0_0_1) {
       for (int ax1_0_1 = 0; ax1_0_1 < 2; ++ax1_0_1) {
         for (int local_id = 0; local_id < 8; ++local_id) {
-(&(C_ptr[(((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_0_1 * 4096)) + (((int)blockIdx.x) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + (((int)threadIdx.y) * 32)) + (ax1_0_1 * 16))]))[((((((local_id % 4) / 2) * 8) + (threadIdx.x / 4)) * 256) + ((((local_id / 4) * 8) + ((threadIdx.x % 4) * 2)) + (local_id % 2)))] = C_warp_ptr[((ax0_0_1 * 16) + (ax1_0_1 * 8)) + local_id];
+(&(C_ptr[((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_0_1 * 4096)) + ((((int)blockIdx.y) & 1) * 128)) + (((int)threadIdx.y) * 32)) + (ax1_0_1 * 16))]))[((((((local_id % 4) / 2) * 8) + (threadIdx.x / 4)) * 256) + ((((local_id / 4) * 8) + ((threadIdx.x % 4) * 2)) + (local_id % 2)))] = C_warp_ptr[((ax0_0_1 * 16) + (ax1_0_1 * 8)) + local_id];
 }
 ;
       }

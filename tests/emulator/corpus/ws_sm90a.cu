@@ -224,24 +224,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) main_kernel(half* __restric
   if (4 <= ws_warp) {
     tvm_builtin_ptx_setmaxnreg_dec_sync_aligned_u32_40();
     if (ws_warp == 4) {
-      for (int ws_p = 0; ws_p < 128; ++ws_p) {
+      for (int ws_p = 0; ws_p < 8; ++ws_p) {
         int cse_v2 = (ws_p % 5);
-        tvm_builtin_cuda_mbarrier_wait((&(ws_empty_ptr[(ws_p % 5)])), (((ws_p % 10) / 5) ^ 1));
+        tvm_builtin_cuda_mbarrier_wait((&(ws_empty_ptr[(ws_p % 5)])), ((ws_p / 5) ^ 1));
         if (tvm_builtin_elect_one_sync_op() != (uint)0) {
-          tvm_builtin_ptx_mbarrier_arrive_expect_tx_arrive_expect_tx_shared_b64(tvm_builtin_cuda_cvta_generic_to_shared((&(ws_full_ptr[(ws_p % 5)]))), ((uint)((((((int)blockIdx.y) < 4) && (ws_p < 8)) ? 8192 : 0) + (((ws_p < 8) && (((int)blockIdx.x) < 1)) ? 8192 : 0))));
-          if ((((int)blockIdx.y) < 4) && (ws_p < 8)) {
-            for (int ws_r1 = 0; ws_r1 < 128; ++ws_r1) {
-              tvm_builtin_ptx_cp_async_bulk_g2s_cluster_async_bulk_shared__cluster_global_mbarrier__complete_tx__bytes(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[((((ws_p % 5) * 5120) + (ws_r1 * 40)) + 21760)]))), (&(A_ptr[((((((int)blockIdx.y) >> 1) * 32768) + (ws_r1 * 256)) + (ws_p * 32))])), (uint)64, tvm_builtin_cuda_cvta_generic_to_shared((&(ws_full_ptr[(ws_p % 5)]))));
-            }
+          tvm_builtin_ptx_mbarrier_arrive_expect_tx_arrive_expect_tx_shared_b64(tvm_builtin_cuda_cvta_generic_to_shared((&(ws_full_ptr[(ws_p % 5)]))), (uint)16384);
+          for (int ws_r1 = 0; ws_r1 < 128; ++ws_r1) {
+            tvm_builtin_ptx_cp_async_bulk_g2s_cluster_async_bulk_shared__cluster_global_mbarrier__complete_tx__bytes(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[((((ws_p % 5) * 5120) + (ws_r1 * 40)) + 21760)]))), (&(A_ptr[((((((int)blockIdx.y) >> 1) * 32768) + (ws_r1 * 256)) + (ws_p * 32))])), (uint)64, tvm_builtin_cuda_cvta_generic_to_shared((&(ws_full_ptr[(ws_p % 5)]))));
           }
-          if ((ws_p < 8) && (((int)blockIdx.x) < 1)) {
-            for (int ws_r1_1 = 0; ws_r1_1 < 32; ++ws_r1_1) {
-              tvm_builtin_ptx_cp_async_bulk_g2s_cluster_async_bulk_shared__cluster_global_mbarrier__complete_tx__bytes(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[(((ws_p % 5) * 4352) + (ws_r1_1 * 136))]))), (&(B_ptr[(((ws_p * 8192) + (ws_r1_1 * 256)) + ((((int)blockIdx.y) & 1) * 128))])), (uint)256, tvm_builtin_cuda_cvta_generic_to_shared((&(ws_full_ptr[(ws_p % 5)]))));
-            }
+          for (int ws_r1_1 = 0; ws_r1_1 < 32; ++ws_r1_1) {
+            tvm_builtin_ptx_cp_async_bulk_g2s_cluster_async_bulk_shared__cluster_global_mbarrier__complete_tx__bytes(tvm_builtin_cuda_cvta_generic_to_shared((&(((half*)buf_dyn_shmem_ptr)[(((ws_p % 5) * 4352) + (ws_r1_1 * 136))]))), (&(B_ptr[(((ws_p * 8192) + (ws_r1_1 * 256)) + ((((int)blockIdx.y) & 1) * 128))])), (uint)256, tvm_builtin_cuda_cvta_generic_to_shared((&(ws_full_ptr[(ws_p % 5)]))));
           }
         }
       }
-      for (int ws_t = 128; ws_t < 133; ++ws_t) {
+      for (int ws_t = 8; ws_t < 13; ++ws_t) {
         tvm_builtin_cuda_mbarrier_wait((&(ws_empty_ptr[(ws_t % 5)])), (((ws_t % 10) / 5) ^ 1));
       }
     }
@@ -250,17 +246,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) main_kernel(half* __restric
     for (int i_0_3_init = 0; i_0_3_init < 4; ++i_0_3_init) {
       for (int i_0_4_init = 0; i_0_4_init < 2; ++i_0_4_init) {
         for (int j_0_4_init = 0; j_0_4_init < 2; ++j_0_4_init) {
-          if ((((int)blockIdx.y) < 4) && (((int)blockIdx.x) < 1)) {
-            for (int i = 0; i < 8; ++i) {
+          for (int i = 0; i < 8; ++i) {
 C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0.0;}
 ;
-          }
         }
       }
     }
-    for (int ws_k = 0; ws_k < 128; ++ws_k) {
+    for (int ws_k = 0; ws_k < 8; ++ws_k) {
       int cse_v3 = (ws_k % 5);
-      tvm_builtin_cuda_mbarrier_wait((&(ws_full_ptr[(ws_k % 5)])), ((ws_k % 10) / 5));
+      tvm_builtin_cuda_mbarrier_wait((&(ws_full_ptr[(ws_k % 5)])), (ws_k / 5));
       int cse_v4 = (((int)threadIdx.x) * 8);
       int cse_v5 = (((int)threadIdx.x) & 15);
       int cse_v10 = ((ws_k % 5) * 5120);
@@ -319,11 +313,10 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
       for (int i_0_3 = 0; i_0_3 < 4; ++i_0_3) {
         for (int i_0_4 = 0; i_0_4 < 2; ++i_0_4) {
           for (int j_0_4 = 0; j_0_4 < 2; ++j_0_4) {
-            if (((((int)blockIdx.y) < 4) && (((int)blockIdx.x) < 1)) && (ws_k < 8)) {
-              int cse_v6 = (j_0_4 * 256);
-              int cse_v12 = ((j_0_4 * 256) + (((int)threadIdx.x) * 8));
-              int cse_v17 = (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8));
-              int cse_v18 = ((((i_0_3 * 1024) + (i_0_4 * 512)) + (j_0_4 * 256)) + (((int)threadIdx.x) * 8));
+            int cse_v6 = (j_0_4 * 256);
+            int cse_v12 = ((j_0_4 * 256) + (((int)threadIdx.x) * 8));
+            int cse_v17 = (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8));
+            int cse_v18 = ((((i_0_3 * 1024) + (i_0_4 * 512)) + (j_0_4 * 256)) + (((int)threadIdx.x) * 8));
 
   {
     __asm__ __volatile__(
@@ -340,18 +333,16 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
       :  "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[0]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[1]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[2]), "=f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[3])
       : "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + (((i_0_3 * 512) + (i_0_4 * 256)) + (((int)threadIdx.x) * 8))))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4 * 256) + (((int)threadIdx.x) * 8)) + 4)))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4 * 256) + (((int)threadIdx.x) * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[0]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[2]), "f"(((float *)(C_warp_ptr + ((((i_0_3 * 32) + (i_0_4 * 16)) + (j_0_4 * 8)) + 4)))[3]));
   }
-            }
           }
         }
       }
       for (int i_0_3_1 = 0; i_0_3_1 < 4; ++i_0_3_1) {
         for (int i_0_4_1 = 0; i_0_4_1 < 2; ++i_0_4_1) {
           for (int j_0_4_1 = 0; j_0_4_1 < 2; ++j_0_4_1) {
-            if (((((int)blockIdx.y) < 4) && (((int)blockIdx.x) < 1)) && (ws_k < 8)) {
-              int cse_v7 = (j_0_4_1 * 256);
-              int cse_v13 = ((j_0_4_1 * 256) + (((int)threadIdx.x) * 8));
-              int cse_v19 = ((((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8)) + 2048);
-              int cse_v20 = ((((i_0_3_1 * 1024) + (i_0_4_1 * 512)) + (j_0_4_1 * 256)) + (((int)threadIdx.x) * 8));
+            int cse_v7 = (j_0_4_1 * 256);
+            int cse_v13 = ((j_0_4_1 * 256) + (((int)threadIdx.x) * 8));
+            int cse_v19 = ((((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8)) + 2048);
+            int cse_v20 = ((((i_0_3_1 * 1024) + (i_0_4_1 * 512)) + (j_0_4_1 * 256)) + (((int)threadIdx.x) * 8));
 
   {
     __asm__ __volatile__(
@@ -368,7 +359,6 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
       :  "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[0]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[1]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[2]), "=f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[3])
       : "r"(((unsigned *)(A_shared_dyn_warp_ptr + ((((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8)) + 2048)))[0]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + ((((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8)) + 2048)))[1]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + ((((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8)) + 2048)))[2]), "r"(((unsigned *)(A_shared_dyn_warp_ptr + ((((i_0_3_1 * 512) + (i_0_4_1 * 256)) + (((int)threadIdx.x) * 8)) + 2048)))[3]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4_1 * 256) + (((int)threadIdx.x) * 8)) + 516)))[0]), "r"(((unsigned *)(B_shared_dyn_warp_ptr + (((j_0_4_1 * 256) + (((int)threadIdx.x) * 8)) + 516)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[0]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[1]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[2]), "f"(((float *)(C_warp_ptr + ((((i_0_3_1 * 32) + (i_0_4_1 * 16)) + (j_0_4_1 * 8)) + 4)))[3]));
   }
-            }
           }
         }
       }
@@ -380,7 +370,7 @@ C_warp_ptr[(((i_0_3_init * 32) + (i_0_4_init * 16)) + (j_0_4_init * 8)) + i] = 0
     for (int ax0_0_2 = 0; ax0_0_2 < 8; ++ax0_0_2) {
       for (int ax1_0_2 = 0; ax1_0_2 < 2; ++ax1_0_2) {
         for (int local_id = 0; local_id < 8; ++local_id) {
-(&(C_ptr[(((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_0_2 * 4096)) + (((int)blockIdx.x) * 256)) + ((((int)blockIdx.y) & 1) * 128)) + (((int)threadIdx.y) * 32)) + (ax1_0_2 * 16))]))[((((((local_id % 4) / 2) * 8) + (threadIdx.x / 4)) * 256) + ((((local_id / 4) * 8) + ((threadIdx.x % 4) * 2)) + (local_id % 2)))] = C_warp_ptr[((ax0_0_2 * 16) + (ax1_0_2 * 8)) + local_id];
+(&(C_ptr[((((((((int)blockIdx.y) >> 1) * 32768) + (ax0_0_2 * 4096)) + ((((int)blockIdx.y) & 1) * 128)) + (((int)threadIdx.y) * 32)) + (ax1_0_2 * 16))]))[((((((local_id % 4) / 2) * 8) + (threadIdx.x / 4)) * 256) + ((((local_id / 4) * 8) + ((threadIdx.x % 4) * 2)) + (local_id % 2)))] = C_warp_ptr[((ax0_0_2 * 16) + (ax1_0_2 * 8)) + local_id];
 }
 ;
       }
