@@ -258,7 +258,7 @@ def markdown(doc: dict) -> str:
                   "baseline row is what a 3-op graph takes.  Before the interval reservation table, the bounded "
                   "roles and the bounded report (commit 51172cf), the first row still ran at 60 s and the next "
                   "two died of MemoryError under a 4 GB address-space limit; under the 2 GiB limit of "
-                  "`tests/test_hostile.py` the five rows it shares with this table (all but \"all at once\") ended in "
+                  "`tests/cli/test_hostile.py` the five rows it shares with this table (all but \"all at once\") ended in "
                   "MemoryError (exit 4)."]
     lines += ["", "## Magnitudes (normalize: false)", "",
               "| cycle scale | z3 assertions | build (s) | one query | query (s) | heuristic (s) | heuristic ii | "

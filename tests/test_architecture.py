@@ -134,3 +134,22 @@ def test_no_reference_to_paths_outside_the_repository():
             for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
             if pattern.search(line) and p.name != "test_architecture.py"]
     assert not hits, f"references to files outside the repository: {hits}"
+
+
+TEST_ROOMS = {"model", "solvers", "frontend", "transforms", "emulator", "api", "cli", "bench"}
+
+
+def test_tests_are_arranged_like_the_package():
+    """Tests live in a folder per room; the top level holds only shared helpers and this file."""
+    tests = ROOT / "tests"
+    rooms = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert rooms == TEST_ROOMS, f"tests/ folders {sorted(rooms)} != {sorted(TEST_ROOMS)} (docs/architecture.md, Where to add)"
+    loose = sorted(p.name for p in tests.glob("test_*.py") if p.name != "test_architecture.py")
+    assert not loose, f"test modules outside a room folder: {loose}"
+    package_rooms = {p.name for p in (ROOT / "tvm_twill").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert {"model", "solvers", "frontend", "transforms", "emulator"} <= package_rooms
+    for path in tests.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("test_"):
+                raise AssertionError(f"{path.relative_to(ROOT)} imports the test module {node.module}; "
+                                     "move the shared piece to a helper at tests/ top level")

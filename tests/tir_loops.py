@@ -150,3 +150,15 @@ def symbolic_chain(a: T.handle, e: T.handle):
                 D[0] = C[0] + T.float32(4)
             with T.sblock():
                 E[i] = D[0] + T.float32(5)
+
+
+@T.prim_func(s_tir=True)
+def param_scratch(A: T.Buffer((64, 8), "float32"), S: T.Buffer((8,), "float32"), C: T.Buffer((64, 8), "float32")):
+    for i in T.serial(64):
+        with T.sblock("body"):
+            for j in range(8):
+                with T.sblock("load"):
+                    S[j] = A[i, j] * T.float32(2)
+            for j in range(8):
+                with T.sblock("use"):
+                    C[i, j] = S[j] + T.float32(1)

@@ -334,7 +334,7 @@ def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None,
     when the best schedule within the stage bound has one stage in the
     original order.  A trip count below the stage count is pipelined: TVM
     0.27 guards its prologue and epilogue (checked on the CPU by
-    tests/test_differential.py), and the default stage bound is at most the
+    tests/frontend/test_differential.py), and the default stage bound is at most the
     trip count.
     A loop of symbolic extent is planned for every trip count (see
     ``SYMBOLIC_NOTE``; compile it with ``plan.tir_pipeline``).

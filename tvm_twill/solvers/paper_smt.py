@@ -94,7 +94,7 @@ With these, for a given (ii, L) the system is satisfiable exactly when some
 schedule of length <= L passes rules 1-6: dependence, capacity and
 concurrency over the copies are rules 1, 2 and 4 (every pair of instances
 that can interact appears in Q), and the window's sums are rules 5 and 6.
-``tests/test_paper_smt.py`` cross-checks this against the default encoding.
+``tests/solvers/test_paper_smt.py`` cross-checks this against the default encoding.
 What remains of the paper is Algorithm 1's search, which is incomplete (see
 ``paper_search``).
 

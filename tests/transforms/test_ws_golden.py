@@ -12,7 +12,7 @@ pytest.importorskip("tvm")
 
 from ws_golden import generate  # noqa: E402
 
-CORPUS = Path(__file__).resolve().parent / "emulator" / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "emulator" / "corpus"
 
 #: The WS kinds whose corpus .cu is current.  Left out: ws_sm100a and wgmma_plain_sm90a (the corpus predates
 #: setmaxnreg on sm_100a and the plain wgmma kernel's proxy fence) and ws_sm90a / ws_sm90a_ordered (their

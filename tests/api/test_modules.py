@@ -18,7 +18,7 @@ import pytest
 from tvm_twill.errors import InputError, UnsupportedTargetError
 from tvm_twill.module_report import LoopOutcome, ModulePlan, reason_group, reason_of
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_ARGS = ["--layers", "1", "--hidden", "128", "--heads", "1", "--ffn", "128", "--seq", "128"]
 
 

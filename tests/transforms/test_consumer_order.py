@@ -19,7 +19,7 @@ from tvm_twill.model.protocol import check_ring  # noqa: E402
 from tvm_twill.transforms.ws_lowering import emit_and_check  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm  # noqa: E402
 
-from test_groups import _fa_loop  # noqa: E402
+from small_graphs import fa_loop as _fa_loop  # noqa: E402
 
 N = 1024
 

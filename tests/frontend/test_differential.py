@@ -18,7 +18,7 @@ diamonds of tiles at every allocation site, accumulators, write-after-write;
 ``for i in range(N)``) and ``tir_gen_strided.strided_spec(seed)`` (seeded: steps 1-4,
 non-zero and symbolic mins, offsets either side of ``i`` on buffers TVM does
 not version, nests; see ``test_strided_loops_compute_the_same``).  The default
-run draws 150 + 50 loops; ``pytest --slow tests/test_differential.py`` 2000 +
+run draws 150 + 50 loops; ``pytest --slow tests/frontend/test_differential.py`` 2000 +
 3000 more.
 
 The extracted graph is built for "sm_80" and the annotated module is
@@ -37,7 +37,7 @@ from tvm.script import tirx as T  # noqa: E402
 
 import tir_gen  # noqa: E402
 import tir_gen_strided  # noqa: E402
-from tir_loops import short_loop, symbolic_chain  # noqa: E402
+from tir_loops import param_scratch, short_loop, symbolic_chain  # noqa: E402
 from tvm_twill.api import auto_pipeline, evaluate_annotation  # noqa: E402
 from tvm_twill.errors import InputError, TwillError  # noqa: E402
 from tvm_twill.frontend import costs as fe_costs  # noqa: E402
@@ -231,18 +231,6 @@ def test_strided_generator_covers_the_class():
 
 
 # -- the miscompiles of the issue "Never a wrong program" ------------------------------------
-@T.prim_func(s_tir=True)
-def param_scratch(A: T.Buffer((64, 8), "float32"), S: T.Buffer((8,), "float32"), C: T.Buffer((64, 8), "float32")):
-    for i in T.serial(64):
-        with T.sblock("body"):
-            for j in range(8):
-                with T.sblock("load"):
-                    S[j] = A[i, j] * T.float32(2)
-            for j in range(8):
-                with T.sblock("use"):
-                    C[i, j] = S[j] + T.float32(1)
-
-
 @T.prim_func(s_tir=True)
 def outer_scratch_read_after(A: T.Buffer((64, 8), "float32"), C: T.Buffer((64, 8), "float32"),
                              D: T.Buffer((8,), "float32")):

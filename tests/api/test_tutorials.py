@@ -15,7 +15,7 @@ import pytest
 
 import quickstart_env
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TUTORIALS = ROOT / "tutorials"
 HAVE_TVM = importlib.util.find_spec("tvm") is not None
 needs_tvm = pytest.mark.skipif(not HAVE_TVM, reason="the tutorial needs TVM (pip install -e '.[tvm]')")

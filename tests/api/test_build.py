@@ -18,7 +18,7 @@ import tvm_twill  # noqa: E402
 from tvm_twill.errors import InputError  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CP_ASYNC_CALL = re.compile(r"\bptx_cp_async\w*\((?P<args>[^;]*)\);")
 
 

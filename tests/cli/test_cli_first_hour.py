@@ -12,7 +12,7 @@ import pytest
 
 import quickstart_env
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "tvm_twill.cli"]
 
 

@@ -200,7 +200,7 @@ def test_ws_overlap_can_be_turned_off(tmp_path):
 
 
 def test_ws_one_slot_ring_keeps_synchronous_groups():
-    """Depth 1 with lag 1 deadlocks (tests/test_protocol.py): the transform keeps lag 0."""
+    """Depth 1 with lag 1 deadlocks (tests/model/test_protocol.py): the transform keeps lag 0."""
     from tvm_twill.model.pipeline import WS_DEPTH
     from tvm_twill.transforms.ws_lowering import emit_and_check
     sch, k0, _ = wgmma_gemm(256)

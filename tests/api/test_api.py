@@ -273,7 +273,7 @@ def _load(path):
     import importlib.util
     from pathlib import Path
 
-    p = Path(__file__).resolve().parents[1] / path
+    p = Path(__file__).resolve().parents[2] / path
     spec = importlib.util.spec_from_file_location(p.stem, p)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

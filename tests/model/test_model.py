@@ -62,7 +62,7 @@ def test_round_trip_and_defaults():
 
 def test_machines_and_arch_lookup():
     assert machine_for_arch("sm_80").name == "a100"
-    assert machine_for_arch("sm_86").name == "a40"  # every arch its own model: tests/test_archs.py
+    assert machine_for_arch("sm_86").name == "a40"  # every arch its own model: tests/model/test_archs.py
     assert machine_for_arch("sm_90a").name == "h100"
     assert machine_for_arch("sm_100a").tmem_bytes == 256 * 1024
     with pytest.raises(MachineError, match="CUDA arch 'sm_75' predates sm_80"):

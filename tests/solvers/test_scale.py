@@ -20,7 +20,7 @@ from tvm_twill.solvers.prune import refute_every_ii
 from tvm_twill.solvers.smt import JointProblem, SmtResult
 from tvm_twill.solvers.symmetry import interchangeable_groups, order_constraints
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 from scale_graphs import copies, random_graph, scale_suite, subtiled  # noqa: E402
 
 bounded = getattr(bruteforce, "bounded", lambda fn, *a, **kw: fn(*a, **kw))

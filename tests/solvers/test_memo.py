@@ -1,7 +1,7 @@
 """The solve memo (``solvers.memo``): one solve per distinct graph, same answers, bounded, thread-safe.
 
 Pure model tests (no TVM).  The MetaSchedule side (extractions and TVM
-verdicts reused across candidates) is in tests/test_metaschedule.py.
+verdicts reused across candidates) is in tests/api/test_metaschedule.py.
 """
 import threading
 import time

@@ -13,7 +13,7 @@ from tvm_twill.data import example_path
 from tvm_twill.model import check, load_graph, schedule_from_dict
 from tvm_twill.solvers import prepare
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def graph_doc(ops=None, edges=None, **top):

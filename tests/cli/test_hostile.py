@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from tvm_twill import cli
 from tvm_twill.data import example_names, example_path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCUMENTED = set(cli.EXIT_CODES)
 EXAMPLES = example_names()
 def fuzz(n):

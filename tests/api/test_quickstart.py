@@ -2,7 +2,7 @@
 
 A subprocess whose ``sitecustomize`` refuses the test-only packages imports every module of ``tvm_twill``
 and builds the reference workloads the tutorials use (``tvm_twill.workloads`` used to import
-``tvm.testing``, which imports pytest).  ``tests/test_tutorials.py`` runs every tutorial the same way.
+``tvm.testing``, which imports pytest).  ``tests/api/test_tutorials.py`` runs every tutorial the same way.
 """
 import subprocess
 import sys

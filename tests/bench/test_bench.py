@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GRAPH = "tvm_twill/data/graphs/fa_fwd_fig1.json"
 
 

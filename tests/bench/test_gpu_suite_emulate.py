@@ -20,7 +20,7 @@ if shutil.which("nvcc") is None:
 
 import tvm_twill
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 N = 256
 
 

@@ -16,7 +16,7 @@ import pytest
 from tvm_twill.errors import MachineError
 from tvm_twill.model.arch import FEATURE_SOURCES, parse_arch
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # arch -> the flags set, from the PTX ISA's "Target ISA notes" (all others must be unset)
 BASE = {"cp_async", "mbarrier"}

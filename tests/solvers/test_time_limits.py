@@ -29,7 +29,7 @@ from tvm_twill.model.families import Bound, Family
 from tvm_twill.solvers.limits import Deadline, z3_unknown
 from tvm_twill.solvers.smt import JointProblem, segments
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def placements(s):
@@ -224,7 +224,7 @@ def _magnitude_graph(scale):
     """The six-op graph of ``bench/time_limits.py`` (one definition: the benchmark's)."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "time_limits.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / "time_limits.py"
     spec = importlib.util.spec_from_file_location("bench_time_limits", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
