@@ -137,3 +137,77 @@ def scale_suite(sizes=(10, 20, 30, 40)) -> list[tuple[str, str, Graph]]:
             t = tight_graph(n, seed)
             out.append((t.name, "tight", t))
     return out
+
+
+# -- the generated suite: every bundled graph, 2-4 copies, jittered ----------------------------
+#: Machine cycles per unit given to the bundled graphs written in time units (normalize: false),
+#: so every generated graph is in machine cycles: 128 puts their 1-4 unit ops at 128-512 cycles,
+#: the magnitude of the raw graphs (a 64x128x64 wgmma is about 256 cycles on an H100 SM).
+UNIT_CYCLES = 128
+JITTER = 0.15           #: each op's cycles times uniform(1 - JITTER, 1 + JITTER)
+GENERATED_SEED = 20261125
+MAX_OPS = 60
+
+
+def in_cycles(g: Graph, q: int = UNIT_CYCLES) -> Graph:
+    """``g`` in machine cycles: a graph written in time units is scaled by ``q``."""
+    if g.normalize:
+        return g
+    if any(op.rrt is not None for op in g.ops):
+        raise ValueError(f"{g.name}: reservation tables are not scaled")
+    ops = tuple(replace(op, cycles=op.cycles * q) for op in g.ops)
+    edges = tuple(replace(e, delay=e.delay * q) for e in g.edges)
+    return g.replace(ops=ops, edges=edges, normalize=True)
+
+
+def jittered(g: Graph, rnd: random.Random, jitter: float = JITTER) -> Graph:
+    """Each op's cycles times its own factor in [1 - jitter, 1 + jitter]; an edge's delay
+    follows its source's factor (a delay equal to the source's cycles stays equal)."""
+    factor = {op.name: rnd.uniform(1 - jitter, 1 + jitter) for op in g.ops}
+    ops = tuple(replace(op, cycles=max(1, round(op.cycles * factor[op.name]))) if op.rrt is None else op
+                for op in g.ops)
+    new = {op.name: op for op in ops}
+    edges = []
+    for e in g.edges:
+        src = g.op(e.src)
+        if e.delay == src.cycles:
+            d = new[e.src].cycles
+        else:
+            d = max(0, round(e.delay * factor[e.src])) if e.delay else 0
+        edges.append(replace(e, delay=d))
+    return g.replace(ops=ops, edges=tuple(edges))
+
+
+#: join -> name suffix.  "heads of 2 sub-tiles": k heads, each split in two sub-tiles sharing its loads.
+JOINS = {"heads": "x", "sub-tiles": "sub", "heads of 2 sub-tiles": "x2sub_x"}
+
+
+def _join(base: Graph, join: str, k: int, loads: tuple) -> Graph:
+    if join == "heads":
+        return copies(base, k)
+    if join == "sub-tiles":
+        return subtiled(base, k, loads)
+    return copies(subtiled(base, 2, loads), k)
+
+
+def generated_suite(seed: int = GENERATED_SEED, ks=(2, 3, 4), max_ops: int = MAX_OPS):
+    """(name, source, join, k, graph) for every bundled graph, k in ``ks``, joined as heads
+    (``copies``: k independent copies) and as sub-tiles (``subtiled``: the variable-latency
+    loads shared, the rest copied) and as k heads of two sub-tiles each, in machine cycles, jittered; graphs over ``max_ops`` ops are
+    left out.  One ``random.Random(seed)`` draws every jitter in this fixed order."""
+    rnd = random.Random(seed)
+    out = []
+    for path in sorted(GRAPHS.glob("*.json")):
+        base = in_cycles(load_graph(path))
+        loads = tuple(op.name for op in base.ops if op.variable_latency)
+        for k in ks:
+            for join in JOINS:
+                if join != "heads" and not loads:
+                    continue
+                joined = _join(base, join, k, loads)
+                g = jittered(joined, rnd)
+                if len(g.ops) > max_ops:
+                    continue
+                name = f"{path.stem}_{JOINS[join]}{k}"
+                out.append((name, path.stem, join, k, g.replace(name=name)))
+    return out

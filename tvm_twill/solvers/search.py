@@ -305,9 +305,10 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     top = inc.ii - 1 if inc is not None else max_ii
     for ii in range(lb, top + 1):
         emit("proving", ii, inc, ii)
-        if inc is not None and dl.expired():
-            return anytime(ii)
-        dl.check(f"before deciding ii={ii} ({proven(ii)})", attempts)
+        if dl.expired():  # one clock read: the answer and the error cannot disagree on the time
+            if inc is not None:
+                return anytime(ii)
+            raise SolverTimeoutError(dl.message(f"before deciding ii={ii} ({proven(ii)})"), attempts)
         t0 = _time.perf_counter()
         try:
             problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl, order=order)
