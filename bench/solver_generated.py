@@ -31,7 +31,7 @@ from tvm_twill.errors import InfeasibleError, SolverTimeoutError  # noqa: E402
 from tvm_twill.model import check  # noqa: E402
 from tvm_twill.solvers import prepare, solve  # noqa: E402
 
-HEADER = ["graph", "join", "k", "ops", "ii", "lower bound", "proven", "proof (s)", "gap", "answer from",
+HEADER = ["graph", "join", "k", "ops", "ii (units)", "lower bound", "proven", "proof (s)", "gap", "answer from",
           "wall (s)", "limit (s)", "within limit", "checker"]
 
 
@@ -95,7 +95,7 @@ def markdown(doc: dict) -> str:
     lines += summary(doc["rows"], limit) + [""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
     lines += ["| " + " | ".join(cells(r, limit)) + " |" for r in doc["rows"]]
-    lines += ["", "\"proof (s)\": seconds until every smaller ii was refuted with a schedule at ii in hand. "
+    lines += ["", "ii and the lower bound are in the solver's normalized time units (the costs divided by their common quantum after normalization). \"proof (s)\": seconds until every smaller ii was refuted with a schedule at ii in hand. "
               "\"gap\": (ii - lower bound) / ii of an answer not proven optimal. \"answer from\": the solver "
               "whose schedule was returned (`serial` is the fallback valid by construction). "
               "\"checker\": `tvm_twill.model.check` on the returned schedule."]

@@ -90,6 +90,15 @@ class Deadline:
         if self.expired():
             raise SolverTimeoutError(self.message(doing), attempts)
 
+    def ending_earlier(self, seconds: float) -> "Deadline":
+        """This deadline ``seconds`` sooner (its clock reads count here too): a phase that may
+        run to its deadline leaves the caller time to finish, e.g. to check the answer."""
+        d = Deadline.__new__(Deadline)
+        d.limit, d.start, d.reads = self.limit, self.start, 0
+        d.clock = self._now
+        d.at = None if self.at is None else self.at - seconds
+        return d
+
     def z3_ms(self, cap: float | None = None) -> int:
         """Milliseconds for z3's own ``timeout`` parameter (0: none; >= 1 otherwise)."""
         left = self.left() if cap is None else min(self.left(), cap)
