@@ -303,15 +303,18 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
 
     order = tuple(order_constraints(g, m)) if opts.symmetry else ()
     top = inc.ii - 1 if inc is not None else max_ii
+    # With an incumbent in hand, the proofs stop a little early, so that returning it (building
+    # and checking the schedule) still ends within the limit.
+    sdl = dl.ending_earlier(_finish_reserve(dl)) if inc is not None else dl
     for ii in range(lb, top + 1):
         emit("proving", ii, inc, ii)
-        if dl.expired():  # one clock read: the answer and the error cannot disagree on the time
+        if sdl.expired():  # one clock read: the answer and the error cannot disagree on the time
             if inc is not None:
                 return anytime(ii)
             raise SolverTimeoutError(dl.message(f"before deciding ii={ii} ({proven(ii)})"), attempts)
         t0 = _time.perf_counter()
         try:
-            problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl, order=order)
+            problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=sdl, order=order)
         except SolverTimeoutError:
             attempts.append(Attempt(ii, None, "timeout", _time.perf_counter() - t0, solver=SOLVER))
             if inc is not None:
@@ -321,14 +324,14 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         # Algorithm 1's window first (L <= critical path + ii): cheaper, and a short
         # first length.  If the core shows the window did not matter, ii is refuted;
         # otherwise decide ii without it (the time bound keeps that query complete).
-        r = problem.solve(max_length=window + ii, deadline=dl)
+        r = problem.solve(max_length=window + ii, deadline=sdl)
         seconds = _time.perf_counter() - t0  # the model build, the query and its core minimization
         if r.status == "sat":
             attempts.append(Attempt(ii, window + ii, "sat", seconds, solver=SOLVER))
         elif r.status == "unsat" and Bound.LENGTH in r.core:
             attempts.append(Attempt(ii, window + ii, "unsat", seconds, reason=" + ".join(r.core), solver=SOLVER))
             t0 = _time.perf_counter()
-            r = problem.solve(deadline=dl)
+            r = problem.solve(deadline=sdl)
             seconds = _time.perf_counter() - t0
         if r.status == "timeout":
             attempts.append(Attempt(ii, None, "timeout", seconds, solver=SOLVER))
