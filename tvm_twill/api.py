@@ -275,9 +275,18 @@ class PipelinePlan:
         from .gpu_check import verify_on_emulator
         return verify_on_emulator(self, mod, seeds=seeds, interleavings=interleavings, blocks=blocks)
 
-    def plot(self, path):
-        """Draw the plan (reservation table, pipelined timeline, dependence graph; times in machine
-        cycles) to ``path`` (.png, .svg, .pdf); returns the path.  Needs matplotlib."""
+    def plot(self, path, kind: str = "schedule", registers: int | None = None):
+        """Draw the plan to ``path`` (.png, .svg, .pdf); needs matplotlib.  ``kind="schedule"``: the
+        reservation table, pipelined timeline and dependence graph (times in machine cycles), returns the
+        path; ``kind="roofline"``: ``prediction(registers)`` on the chip's roofline (tensor-core, SFU and
+        CUDA-core ceilings, L2 and DRAM roofs, the kernel and its bound; ``plot_roofline``), returns the
+        ``Roofline`` drawn."""
+        if kind not in ("schedule", "roofline"):
+            raise InputError(f"plot kind must be 'schedule' or 'roofline', got {kind!r}")
+        if kind == "roofline":
+            from .plot_roofline import plot_roofline  # matplotlib only when asked
+            return plot_roofline(self.prediction(registers), self.machine.costs, path,
+                                 title=f"loop '{self.loop}' for {self.arch} (machine {self.machine.name})")
         from .plot import plot_schedule  # matplotlib only when asked
         return plot_schedule(self.schedule, self.solved_graph or self.graph, self.machine, path,
                              cycles_per_unit=self.quantum,
