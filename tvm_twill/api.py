@@ -151,8 +151,9 @@ class PipelinePlan:
     #: The loop's function issues wgmma: it compiles with tvm_twill's pipeline (per-thread accumulators,
     #: the proxy fences before wgmma reads shared memory that generic stores or cp.async wrote).
     wgmma: bool = False
-    #: What ptxas said of the compiled kernel (``transforms.ptxas.PtxasMessage``s; ``with_ptxas``).
-    ptxas: tuple = ()
+    #: What ptxas said of the compiled kernel (``transforms.ptxas.PtxasMessage``s; ``with_ptxas``); None:
+    #: not asked.
+    ptxas: tuple | None = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -218,7 +219,7 @@ class PipelinePlan:
         per SM and the bound.  ``registers``: ptxas's registers per thread when known (else the
         model's estimate)."""
         ws = self.warp_specialization
-        serial = bool(wgmma_serialized(self.ptxas))  # ptxas undid wgmma's overlap: statements back to back
+        serial = bool(wgmma_serialized(self.ptxas or ()))  # ptxas undid wgmma's overlap: statements back to back
         if ws is not None and ws.chosen and self.applied:
             budgets = ws.registers
             roles = [(128, budgets[0]), (self.extraction.threads or 128, budgets[1])] if budgets else None

@@ -79,10 +79,12 @@ def explain_plan(plan) -> str:
 
 def _ptxas(plan) -> list[str]:
     """What ptxas said of the kernel (``plan.with_ptxas``), and what the plan does about it."""
+    if plan.ptxas is None:  # not asked (plan.with_ptxas)
+        return []
     serialized = [p for p in plan.ptxas if p.kind == "wgmma serialized"]
     L = [f"ptxas: {p.describe()}" for p in plan.ptxas if p.kind != "wgmma serialized"][:4]
     if not serialized:
-        return L + (["ptxas: no wgmma serialization reported"] if plan.ptxas else [])
+        return L + ["ptxas: no wgmma serialization reported"]
     L += [f"ptxas: {p.describe()}" for p in serialized]
     ws = plan.warp_specialization
     ii = ws.ii_ws_cycles if ws is not None and ws.chosen and plan.applied else plan.ii_cycles
