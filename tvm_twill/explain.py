@@ -90,9 +90,9 @@ def _ptxas(plan) -> list[str]:
     ii = ws.ii_ws_cycles if ws is not None and ws.chosen and plan.applied else plan.ii_cycles
     L.append(f"ptxas serialized wgmma: the schedule counts on wgmma overlapping the statements issued after it, "
              f"which the compiled kernel does not do; the prediction runs the compute statements back to back: "
-             f"{ii} -> {serialized_ii(plan.extraction, ii):.0f} cycles per iteration.  Not re-solved: "
-             f"ptxas serializes the kernel whatever the order of its statements (the cause is in the code it "
-             f"compiles: {serialized[0].reason}), so no schedule gives the overlap back")
+             f"{ii} -> {serialized_ii(plan.extraction, ii):.0f} cycles per iteration.  Not re-solved: the cause is "
+             f"in the code ptxas compiled ({serialized[0].reason}), which the model's graph does not describe, "
+             f"so a re-solve could not tell which schedule avoids it; the prediction takes the serial cost")
     return L
 
 
