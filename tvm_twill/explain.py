@@ -82,10 +82,10 @@ def _ptxas(plan) -> list[str]:
     if plan.ptxas is None:  # not asked (plan.with_ptxas)
         return []
     serialized = [p for p in plan.ptxas if p.kind == "wgmma serialized"]
-    L = [f"ptxas: {p.describe()}" for p in plan.ptxas if p.kind != "wgmma serialized"][:4]
+    L = [p.describe() for p in plan.ptxas if p.kind != "wgmma serialized"][:4]
     if not serialized:
         return L + ["ptxas: no wgmma serialization reported"]
-    L += [f"ptxas: {p.describe()}" for p in serialized]
+    L += [p.describe() for p in serialized]
     ws = plan.warp_specialization
     ii = ws.ii_ws_cycles if ws is not None and ws.chosen and plan.applied else plan.ii_cycles
     L.append(f"ptxas serialized wgmma: the schedule counts on wgmma overlapping the statements issued after it, "
