@@ -160,16 +160,18 @@ def markdown(doc: dict) -> str:
 
 LARGEST = (
     "The FlashAttention rows on H100 (the bundled fa_fwd_hopper graph) predict the chip's peak, {tf:.0f} TFLOPS "
-    "({err:+.0f}% against the Twill paper's 645; {err3:+.0f}% against FA-3's 740): the graph holds only the "
-    "paper's ops (two GEMMs and an exp per sub-tile), all of which the schedule overlaps, so the tensor cores "
-    "bound it at the full dense rate.  What a GPU adds is not in the model: the softmax bookkeeping on the "
-    "CUDA cores (row max, rescaling of O, row sums, fp32->fp16 conversions) that competes for issue slots with "
-    "the wgmma issue, wgmma running below its peak rate with 64-wide tiles, and the clock under a 700 W tensor "
-    "load staying below the 1.83 GHz the peak assumes.  None of these has a public per-SM figure to put in "
-    "model/chip.py, so the prediction is not within 25% of 645 TFLOPS by sourced figures alone.  The H100 "
-    "GEMM rows err the other way: the model's only H100 L2 figure (5.5 TB/s, a microbenchmark of the PCIe "
-    "part) makes a 128x256x64 tile L2-bound, while cuBLAS multicasts tiles over 2-CTA clusters (halving one "
-    "operand's L2 traffic), which the model does not describe.")
+    "({err:+.0f}% against the Twill paper's 645; {err3:+.0f}% against FA-3's 740): the schedule overlaps every op, "
+    "so the tensor cores bound it at the data-sheet dense rate.  docs/machines.md (\"FlashAttention-3 on H100\") "
+    "goes through the candidate causes with their sources: the softmax's CUDA-core work (row max, scale, row sum, "
+    "rescale of O, fp16 packing) comes to 640 CUDA-core and 832 issue cycles per iteration against 2048 of "
+    "tensor-core work, so counting it changes nothing; Luo et al. (arXiv 2402.13499, 2501.12084) report wgmma "
+    "near peak with zero-filled data and below it with random fp16 data under the power limit, with no figure "
+    "readable here; the one published clock drop (Chips and Cheese, 1395 of 1755 MHz) is of the 350 W PCIe part. "
+    "So the prediction is not within 25% of 645 TFLOPS, and by sourced figures alone it cannot be: it would take "
+    "a sustained tensor-core rate of at most 81% of the peak on random fp16 data, to be measured on a GPU.  "
+    "The H100 GEMM rows err the other way: the model's only H100 L2 figure (5.5 TB/s, a microbenchmark of the "
+    "PCIe part; no other figure found) makes a 128x256x64 tile L2-bound, while cuBLAS multicasts tiles over "
+    "2-CTA clusters (halving one operand's L2 traffic), which the model does not describe.")
 
 
 def main(argv=None) -> int:

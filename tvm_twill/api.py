@@ -33,16 +33,17 @@ import json
 import warnings
 from dataclasses import dataclass, field, replace
 
-from .errors import InputError, TwillError, UnsupportedLoopError
+from .errors import InputError, ToolchainError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
                        read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, graph_to_dict, machine_to_dict)
 from .model.pipeline import PipelineAnnotation
 from .report import normalization_warning
-from .roofline import plan_prediction
+from .roofline import plan_prediction, serialized_ii
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation)
 from .transforms.depth import check_max_stages
+from .transforms.ptxas import parse_ptxas, ptxas_messages, wgmma_serialized
 from .async_copies import all_copies_async, sync_copy_reasons
 from .plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
@@ -150,6 +151,9 @@ class PipelinePlan:
     #: The loop's function issues wgmma: it compiles with tvm_twill's pipeline (per-thread accumulators,
     #: the proxy fences before wgmma reads shared memory that generic stores or cp.async wrote).
     wgmma: bool = False
+    #: What ptxas said of the compiled kernel (``transforms.ptxas.PtxasMessage``s; ``with_ptxas``); None:
+    #: not asked.
+    ptxas: tuple | None = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -215,14 +219,32 @@ class PipelinePlan:
         per SM and the bound.  ``registers``: ptxas's registers per thread when known (else the
         model's estimate)."""
         ws = self.warp_specialization
+        serial = bool(wgmma_serialized(self.ptxas or ()))  # ptxas undid wgmma's overlap: statements back to back
         if ws is not None and ws.chosen and self.applied:
             budgets = ws.registers
             roles = [(128, budgets[0]), (self.extraction.threads or 128, budgets[1])] if budgets else None
             smem = ws.facts.shared_bytes if ws.facts is not None else self.smem_bytes
-            return plan_prediction(self.extraction, self.schedule, ws.ii_ws_cycles, smem_bytes=smem,
+            ii = serialized_ii(self.extraction, ws.ii_ws_cycles) if serial else ws.ii_ws_cycles
+            return plan_prediction(self.extraction, self.schedule, ii, smem_bytes=smem,
                                    registers=registers, roles=roles, producer=True)
-        return plan_prediction(self.extraction, self.schedule, self.ii_cycles, smem_bytes=self.smem_bytes,
-                               registers=registers)
+        ii = serialized_ii(self.extraction, self.ii_cycles) if serial else self.ii_cycles
+        return plan_prediction(self.extraction, self.schedule, ii, smem_bytes=self.smem_bytes, registers=registers)
+
+    def with_ptxas(self, messages=None, *, source: str | None = None) -> PipelinePlan:
+        """This plan with what ptxas said of its kernel: ``messages`` (ptxas's output as text, or
+        ``transforms.ptxas.PtxasMessage``s), or ``source``, the kernel's CUDA source, compiled here with
+        ``nvcc -Xptxas -v`` for the plan's arch (ToolchainError without nvcc).  When ptxas serialized wgmma,
+        ``prediction()`` runs the compute statements back to back and ``explain()`` says why."""
+        if (messages is None) == (source is None):
+            raise InputError("with_ptxas takes ptxas's messages or the kernel's CUDA source (one of them)")
+        if source is not None:
+            messages = ptxas_messages(source, self.arch)
+            if messages is None:
+                raise ToolchainError("with_ptxas(source=...) needs nvcc on PATH: install the CUDA toolkit, "
+                                     "or pass ptxas's output as messages")
+        elif isinstance(messages, str):
+            messages = parse_ptxas(messages)
+        return replace(self, ptxas=tuple(messages))
 
     @property
     def shared_memory(self) -> dict:
@@ -254,9 +276,18 @@ class PipelinePlan:
         from .gpu_check import verify_on_emulator
         return verify_on_emulator(self, mod, seeds=seeds, interleavings=interleavings, blocks=blocks)
 
-    def plot(self, path):
-        """Draw the plan (reservation table, pipelined timeline, dependence graph; times in machine
-        cycles) to ``path`` (.png, .svg, .pdf); returns the path.  Needs matplotlib."""
+    def plot(self, path, kind: str = "schedule", registers: int | None = None):
+        """Draw the plan to ``path`` (.png, .svg, .pdf); needs matplotlib.  ``kind="schedule"``: the
+        reservation table, pipelined timeline and dependence graph (times in machine cycles), returns the
+        path; ``kind="roofline"``: ``prediction(registers)`` on the chip's roofline (tensor-core, SFU and
+        CUDA-core ceilings, L2 and DRAM roofs, the kernel and its bound; ``plot_roofline``), returns the
+        ``Roofline`` drawn."""
+        if kind not in ("schedule", "roofline"):
+            raise InputError(f"plot kind must be 'schedule' or 'roofline', got {kind!r}")
+        if kind == "roofline":
+            from .plot_roofline import plot_roofline  # matplotlib only when asked
+            return plot_roofline(self.prediction(registers), self.machine.costs, path,
+                                 title=f"loop '{self.loop}' for {self.arch} (machine {self.machine.name})")
         from .plot import plot_schedule  # matplotlib only when asked
         return plot_schedule(self.schedule, self.solved_graph or self.graph, self.machine, path,
                              cycles_per_unit=self.quantum,

@@ -12,6 +12,7 @@ from .errors import InputError
 from .model import critical_recurrence, rec_mii, res_mii, resource_bottleneck
 from .model.throughput import unit_label
 from .report import role_name
+from .roofline import serialized_ii
 from .stages import other_shared, shared_summary
 
 __all__ = ["SYMBOLIC_NOTE", "explain_plan"]
@@ -65,6 +66,7 @@ def explain_plan(plan) -> str:
     L.append(f"annotations: {plan.annotations}")
     if plan.warp_specialization is not None:
         L.append(plan.warp_specialization.explain())
+    L.extend(_ptxas(plan))
     if m.costs is not None and m.costs.chip is not None:
         try:
             L.append(f"prediction: {plan.prediction().explain()}")
@@ -73,6 +75,25 @@ def explain_plan(plan) -> str:
     L.extend(f"warning: {w}" for w in plan.warnings)
     L.append(f"result: {plan.outcome}")
     return "\n".join(L)
+
+
+def _ptxas(plan) -> list[str]:
+    """What ptxas said of the kernel (``plan.with_ptxas``), and what the plan does about it."""
+    if plan.ptxas is None:  # not asked (plan.with_ptxas)
+        return []
+    serialized = [p for p in plan.ptxas if p.kind == "wgmma serialized"]
+    L = [p.describe() for p in plan.ptxas if p.kind != "wgmma serialized"][:4]
+    if not serialized:
+        return L + ["ptxas: no wgmma serialization reported"]
+    L += [p.describe() for p in serialized]
+    ws = plan.warp_specialization
+    ii = ws.ii_ws_cycles if ws is not None and ws.chosen and plan.applied else plan.ii_cycles
+    L.append(f"ptxas serialized wgmma: the schedule counts on wgmma overlapping the statements issued after it, "
+             f"which the compiled kernel does not do; the prediction runs the compute statements back to back: "
+             f"{ii} -> {serialized_ii(plan.extraction, ii):.0f} cycles per iteration.  Not re-solved: the cause is "
+             f"in the code ptxas compiled ({serialized[0].reason}), which the model's graph does not describe, "
+             f"so a re-solve could not tell which schedule avoids it; the prediction takes the serial cost")
+    return L
 
 
 def _limits(plan) -> list[str]:

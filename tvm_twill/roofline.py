@@ -28,7 +28,8 @@ from .model.prediction import Prediction, predict
 from .model.throughput import occupancy
 from .report import register_peaks
 
-__all__ = ["ADDRESS_REGISTERS", "compare_variants", "graph_prediction", "plan_prediction", "variant_throughput"]
+__all__ = ["ADDRESS_REGISTERS", "compare_variants", "graph_prediction", "plan_prediction", "serialized_ii",
+           "variant_throughput"]
 
 #: Registers per thread the model adds for addresses, loop counters and predicates when ptxas's
 #: figure is not known (an estimate, stated: the kernels of this project's SASS reports use 30-60
@@ -67,6 +68,17 @@ def plan_prediction(extraction, schedule, ii_cycles: float, *, smem_bytes: int, 
     tiles = math.prod(extraction.grid) if extraction.grid else None
     return predict(costs, ii_cycles=ii_cycles, flops=flops, occ=occ, work=work, copy_bytes=nbytes,
                    reuse=nbytes / compulsory if compulsory else 1.0, tiles=tiles, quantum=extraction.quantum)
+
+
+def serialized_ii(extraction, ii_cycles: float) -> float:
+    """The cycles per iteration when ptxas serializes wgmma (``transforms.ptxas``): each wgmma waits for
+    its own completion, so the warps that issue the loop's compute run its statements back to back: the
+    larger of the schedule's ii and the sum of the cycles of every statement that is not an async copy
+    (the copy engine's, ``TMA``: cp.async or bulk copies, which still overlap)."""
+    q = extraction.quantum
+    ops = extraction.graph.ops
+    serial = sum(ops[st.index].cycles * q for st in extraction.stmts if "TMA" not in st.units)
+    return max(float(ii_cycles), float(serial))
 
 
 def compare_variants(extraction, swp_schedule, ii_swp: float, swp_smem: int, ii_ws: float, ws_smem: int,

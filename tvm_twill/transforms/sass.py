@@ -368,7 +368,8 @@ def disassemble(cubin: str | os.PathLike, cuobjdump: str | None = None) -> str:
 
 def ptxas_report(src: str, arch: str) -> list[str] | None:
     """The register, spill and setmaxnreg (C7508) lines of ``nvcc -arch=ARCH -cubin -Xptxas -v`` on CUDA
-    source ``src``; None when nvcc is not installed.  Raises RuntimeError when nvcc fails."""
+    source ``src``, and the wgmma serialization lines (``transforms.ptxas``); None when nvcc is not
+    installed.  Raises RuntimeError when nvcc fails."""
     import tempfile
 
     nvcc = shutil.which("nvcc")
@@ -382,7 +383,7 @@ def ptxas_report(src: str, arch: str) -> list[str] | None:
     if r.returncode != 0:
         raise RuntimeError(f"nvcc failed: {r.stderr.strip()[-500:]}")
     return [line.strip() for line in (r.stdout + r.stderr).splitlines()
-            if "registers" in line or "spill" in line or "C7508" in line]
+            if "registers" in line or "spill" in line or "C7508" in line or "are serialized" in line]
 
 
 def print_ptxas_report(src: str, arch: str, skip: bool = False) -> None:
