@@ -292,7 +292,7 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         """ii is proven optimal and ``first`` is a schedule there: tie-breaks, check."""
         emit("tie-breaks", ii, ii, ii)  # a schedule at the proven optimal ii is in hand
         times, warps = (first.times, first.warps) if problem is None else \
-            _shortest(problem, first, ii, g, attempts, dl.ending_earlier(_finish_reserve(dl)), proven(ii))
+            _shortest(problem, first, ii, g, attempts, dl.ending_earlier(_finish_reserve(dl, built[0])), proven(ii))
         sched = make_schedule(
             g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
             optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
@@ -305,16 +305,20 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     top = inc.ii - 1 if inc is not None else max_ii
     # With an incumbent in hand, the proofs stop a little early, so that returning it (building
     # and checking the schedule) still ends within the limit.
-    sdl = dl.ending_earlier(_finish_reserve(dl)) if inc is not None else dl
+    # Tearing a z3 model down takes about a tenth of its build time: ``built`` holds the last build's.
+    built = [0.0]
+    sdl = dl.ending_earlier(_finish_reserve(dl, 0.0)) if inc is not None else dl
     for ii in range(lb, top + 1):
         emit("proving", ii, inc, ii)
         if sdl.expired():  # one clock read: the answer and the error cannot disagree on the time
             if inc is not None:
                 return anytime(ii)
             raise SolverTimeoutError(dl.message(f"before deciding ii={ii} ({proven(ii)})"), attempts)
-        t0 = _time.perf_counter()
+        t0, b0 = _time.perf_counter(), dl.elapsed()
         try:
             problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=sdl, order=order)
+            built[0] = dl.elapsed() - b0
+            sdl = dl.ending_earlier(_finish_reserve(dl, built[0])) if inc is not None else dl
         except SolverTimeoutError:
             attempts.append(Attempt(ii, None, "timeout", _time.perf_counter() - t0, solver=SOLVER))
             if inc is not None:
@@ -358,7 +362,9 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         first = SmtResult("sat", times=inc.times, warps=inc.warps, length=inc.length,
                           reg_peak=register_peak(g, inc.ii, inc.times, inc.warps))
         try:
+            b0 = dl.elapsed()
             problem = JointProblem(g, m, inc.ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl, order=order)
+            built[0] = dl.elapsed() - b0
         except SolverTimeoutError:
             problem = None  # out of time: the incumbent as it is (its ii is still optimal)
         return optimum(problem, first, inc.ii, proof_seconds)
@@ -401,11 +407,12 @@ def _family(core: tuple) -> str:
     return Family.DEPENDENCE
 
 
-def _finish_reserve(dl: Deadline) -> float:
-    """Seconds the tie-breaks leave before the deadline, for building and checking the schedule
-    (a few hundredths of a second per ten ops, measured by bench/solver_generated.py): 5% of the
-    limit, at most one second."""
-    return 0.0 if dl.limit is None else min(1.0, 0.05 * dl.limit)
+def _finish_reserve(dl: Deadline, build_seconds: float) -> float:
+    """Seconds the search leaves before the deadline to return its answer: building and checking
+    the schedule (milliseconds) and tearing the z3 model down, which takes about a tenth of the
+    model's build time (a 56-op graph: 3.1 s to build, 0.38 s to free; bench/solver_generated.py
+    measures the wall times).  5% of the limit (at most a second) plus a fifth of the build."""
+    return 0.0 if dl.limit is None else min(1.0, 0.05 * dl.limit) + 0.2 * build_seconds
 
 
 def critical_path(graph) -> int:
