@@ -46,32 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, ToolchainError
+from .tensormap import TensorMap, from_encode_args
 
 _DLPACK_DTYPE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6}
 _PTX_SCALAR = {0: "s", 1: "u", 2: "f", 4: "b"}  # DLDataType code -> PTX type letter (bf16 passes as b16)
 _HANDLE = 3
 _THREAD_TAG = re.compile(r"^(blockIdx|threadIdx)\.([xyz])$")
 _DYN_SMEM_TAGS = ("tirx.use_dyn_shared_memory", "tir.use_dyn_shared_memory")
-
-
-@dataclass(frozen=True)
-class TensorMap:
-    """The arguments of one host call to ``cuTensorMapEncodeTiled`` (a ``CUtensorMap`` kernel parameter):
-    ``buffer``: (arg_index, byte_offset) of its global address; dims, byte strides (dims 1..rank-1), box
-    and element strides innermost first; the enum values of interleave, swizzle (0 none, 1 32B, 2 64B,
-    3 128B), L2 promotion and out-of-bounds fill; ``dtype`` the TVM dtype string."""
-
-    dtype: str
-    rank: int
-    buffer: tuple[int, int]
-    dims: tuple[int, ...]
-    strides: tuple[int, ...]
-    box: tuple[int, ...]
-    element_strides: tuple[int, ...]
-    interleave: int
-    swizzle: int
-    l2_promotion: int
-    oob_fill: int
 
 
 @dataclass(frozen=True)
@@ -386,17 +367,8 @@ class _Recorder:
             raise InputError(f"the host selects device ({device_type}, {device_id}); the emulator is CUDA device 0")
 
     def encode(self, *a):
-        rank = int(a[2])
-        rest = [int(x) for x in a[4:]]
-        n_strides = len(rest) - 3 * rank - 4
-        if n_strides not in (rank - 1, rank):
-            raise InputError(f"{_ENCODE} called with {len(a)} arguments for rank {rank}: not TVM 0.27's layout")
-        dims, rest = rest[:rank], rest[rank:]
-        strides, rest = rest[:n_strides], rest[n_strides:]
-        box, estrides, (interleave, swizzle, l2, oob) = rest[:rank], rest[rank:2 * rank], rest[2 * rank:]
-        self.maps[_pointer(a[0])] = TensorMap(str(a[1]), rank, _buffer_of(_pointer(a[3]), self.arrays),
-                                              tuple(dims), tuple(strides[-(rank - 1):] if rank > 1 else ()),
-                                              tuple(box), tuple(estrides), interleave, swizzle, l2, oob)
+        self.maps[_pointer(a[0])] = from_encode_args(str(a[1]), int(a[2]), _buffer_of(_pointer(a[3]), self.arrays),
+                                                     [int(x) for x in a[4:]])
 
     def kernel(self, name: str, values) -> None:
         info = self.infos[name]
