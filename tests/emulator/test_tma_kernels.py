@@ -148,3 +148,125 @@ def _flat_load_store(total, dtype, load_args, store_args):
                     T.ptx.cp.async_.bulk.commit_group()
                     T.ptx.cp.async_.bulk.wait_group(0)
     return _build(main)
+
+
+def test_tvms_kernel_as_written_waits_on_an_mbarrier_before_its_init_is_visible():
+    """TVM's unicast kernel verbatim: thread 0 initialises the mbarrier and every thread waits on it with no
+    barrier between; the other warps' waits are not ordered after the init."""
+    f = load_store((16, 16), "float32", [16, 16, 64, 16, 16, 1, 1, 0, 0, 0, 0],
+                   [16, 16, 64, 16, 16, 1, 1, 0, 0, 0, 0], sync_after_init=False)
+    a = np.arange(256, dtype="float32").reshape(16, 16)
+    report = E.run(f, a, np.zeros_like(a))
+    assert any(isinstance(x, F.MbarrierMisuse) and "used before init" in x.message for x in report.findings), \
+        str(report)
+
+
+ROWS, COLS, BOX_R, BOX_C = 40, 24, 16, 8      # a 40 x 24 fp16 tensor, 16 x 8 boxes
+
+
+def edge_load(coords, oob_fill):
+    """Thread 0 loads the 16 x 8 box at ``coords`` (innermost first, may hang over any edge); every thread
+    copies one element of it to Out with an ordinary load and store."""
+    args = [COLS, ROWS, COLS * 2, BOX_C, BOX_R, 1, 1, 0, 0, 0, oob_fill]
+    c0, c1 = coords
+
+    @T.prim_func
+    def main(A_ptr: T.handle, O_ptr: T.handle):
+        A = T.match_buffer(A_ptr, (ROWS, COLS), dtype="float16", align=16)
+        Out = T.match_buffer(O_ptr, (BOX_R, BOX_C), dtype="float16", align=16)
+        A_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", A_map, "float16", 2, A.data, *args)
+        T.device_entry()
+        for blockIdx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                bar = T.shared_scalar("uint64")
+                A_smem = T.alloc_buffer((BOX_R, BOX_C), "float16", scope="shared", align=128)
+                if tx == 0:
+                    T.ptx.mbarrier.init.shared.b64(T.address_of(bar), T.uint32(1))
+                    T.ptx.fence.proxy.async_.shared__cta()
+                T.cuda.cta_sync()
+                if tx == 0:
+                    T.ptx[LOAD.format(2)](A_smem.data, T.address_of(A_map), c0, c1, T.address_of(bar))
+                    T.ptx.mbarrier.arrive.expect_tx.shared.b64(T.address_of(bar), T.uint32(BOX_R * BOX_C * 2))
+                T.cuda.mbarrier_wait(T.address_of(bar), 0)
+                Out[tx // BOX_C, tx % BOX_C] = A_smem[tx // BOX_C, tx % BOX_C]
+    return _build(main)
+
+
+def _window(a, coords, fill):
+    """numpy: the 16 x 8 window of a at (row c1, col c0), fill outside."""
+    c0, c1 = coords
+    out = np.full((BOX_R, BOX_C), fill, a.dtype)
+    for r in range(BOX_R):
+        for c in range(BOX_C):
+            if 0 <= c1 + r < ROWS and 0 <= c0 + c < COLS:
+                out[r, c] = a[c1 + r, c0 + c]
+    return out
+
+
+@pytest.mark.parametrize("coords", [(16, 0), (0, 32), (16, 32), (-4, -8), (24, 40)])
+@pytest.mark.parametrize("oob_fill", [0, 1])
+def test_a_partial_box_on_the_edge_reads_zero_or_nan_outside(coords, oob_fill):
+    a = (np.arange(ROWS * COLS) % 251 + 1).astype("float16").reshape(ROWS, COLS)
+    out = np.full((BOX_R, BOX_C), 7, "float16")
+    report = E.run(edge_load(coords, oob_fill), a, out, interleavings=2)
+    assert report.ok, str(report)
+    want = _window(a, coords, np.nan if oob_fill else 0)
+    np.testing.assert_array_equal(out, want)          # NaN == NaN position by position
+    assert np.isnan(out).any() == bool(oob_fill and (want != want).any())
+
+
+def edge_store(coords, fence=True, overwrite=False, read_wait=True):
+    """Every thread writes one element of a 16 x 8 shared box (ordinary stores), then fence.proxy.async and
+    a barrier; thread 0 stores the box at ``coords`` through a tensor map and waits for the read."""
+    args = [COLS, ROWS, COLS * 2, BOX_C, BOX_R, 1, 1, 0, 0, 0, 0]
+    c0, c1 = coords
+    wait = "cp.async.bulk.wait_group.read" if read_wait else "cp.async.bulk.wait_group"
+
+    @T.prim_func
+    def main(B_ptr: T.handle):
+        B = T.match_buffer(B_ptr, (ROWS, COLS), dtype="float16", align=16)
+        B_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, "float16", 2, B.data, *args)
+        T.device_entry()
+        for blockIdx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                S = T.alloc_buffer((BOX_R, BOX_C), "float16", scope="shared", align=128)
+                S[tx // BOX_C, tx % BOX_C] = T.float16(tx + 1)
+                if fence:
+                    T.ptx.fence.proxy.async_.shared__cta()
+                T.cuda.cta_sync()
+                if tx == 0:
+                    T.ptx[STORE.format(2)](T.address_of(B_map), c0, c1, S.access_ptr("r", offset=0))
+                    T.ptx.cp.async_.bulk.commit_group()
+                    if overwrite:
+                        S[0, 0] = T.float16(-1)
+                    T.ptx[wait](0)
+    return _build(main)
+
+
+@pytest.mark.parametrize("coords", [(0, 0), (16, 32), (16, 0), (8, 24)])
+def test_a_tensor_store_on_the_edge_writes_only_inside_the_tensor(coords):
+    b = np.zeros((ROWS, COLS), "float16")
+    report = E.run(edge_store(coords), b, interleavings=2)
+    assert report.ok, str(report)
+    box = (np.arange(128) + 1).astype("float16").reshape(BOX_R, BOX_C)
+    want = np.zeros_like(b)
+    c0, c1 = coords
+    want[c1:c1 + BOX_R, c0:c0 + BOX_C] = box[:ROWS - c1, :COLS - c0]
+    np.testing.assert_array_equal(b, want)
+
+
+def test_a_store_reading_generic_writes_without_a_proxy_fence_is_reported():
+    report = E.run(edge_store((0, 0), fence=False), np.zeros((ROWS, COLS), "float16"))
+    assert any(isinstance(x, F.ProxyFenceMissing) and "bulk store" in x.message for x in report.findings), \
+        str(report)
+
+
+@pytest.mark.parametrize("read_wait", [True, False])
+def test_writing_the_source_before_the_bulk_wait_is_reported(read_wait):
+    b = np.zeros((ROWS, COLS), "float16")
+    report = E.run(edge_store((0, 0), overwrite=True, read_wait=read_wait), b)
+    bad = [x for x in report.findings if isinstance(x, F.InFlightOverwrite)]
+    assert bad and "bulk store" in bad[0].message, str(report)
+    assert b[0, 0] == -1                          # latest legal completion: the store reads the new value
