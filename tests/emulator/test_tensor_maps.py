@@ -200,3 +200,13 @@ def test_swizzle_span_bounds_the_inner_box_and_counts_are_checked():
     with pytest.raises(InputError, match="does not model the tf32 rounding"):
         _decode("float32", 2, [16, 16, 64, 4, 16, 1, 1, 0, 0, 0, 0, 11])
     assert _decode("float32", 2, [16, 16, 64, 4, 16, 1, 1, 0, 0, 0, 0, -1]).box == (4, 16)
+
+
+def test_element_strides_take_every_sth_element_of_the_box():
+    """elementStrides (1, 2): ceil(16 / 2) = 8 rows of the 16-row box, rows c1, c1 + 2, ..., dense in shared."""
+    tm = _decode("float16", 2, [16, 32, 32, 16, 16, 1, 2, 0, 0, 0, 0])
+    assert TM.box_shape(tm) == (16, 8)
+    off, inside = TM.box_elements(tm, (0, 20))
+    rows = 20 + 2 * np.arange(8)
+    np.testing.assert_array_equal(off.reshape(8, 16), rows[:, None] * 32 + np.arange(16)[None, :] * 2)
+    np.testing.assert_array_equal(inside.reshape(8, 16), np.broadcast_to((rows < 32)[:, None], (8, 16)))

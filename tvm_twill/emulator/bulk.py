@@ -11,11 +11,14 @@ them without a proxy fence) and become visible to the waiters of the phase
 it completes.
 
 Tensor maps are the host's ``cuTensorMapEncodeTiled`` arguments
-(``launch.TensorMap``, a ``("tensormap", map)`` parameter): tile mode, element
-strides 1, no interleave.  The box lands densely in shared memory, innermost
-dimension first, each byte address swizzled by the map's mode
-(``encodings.tma_swizzle``); elements outside the tensor read as zero, and
-complete-tx counts the full box (as CUTLASS expects).
+(``tensormap.TensorMap``, a ``("tensormap", map)`` parameter, checked when the
+host encodes it): tile mode, no interleave.  The box (``tensormap.box_elements``)
+lands densely in shared memory, innermost dimension first, each byte address
+swizzled by the map's mode (``encodings.tma_swizzle``); elements outside the
+tensor read as zero, or as NaN under ``FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA``,
+and complete-tx counts the full box (as CUTLASS expects).  Stores, commit and
+wait of bulk async-groups are ``bulkstore.py``; a ``.multicast::cluster`` copy
+is refused (clusters are not modelled).
 """
 from __future__ import annotations
 
