@@ -24,7 +24,7 @@ from tvm.script import tirx as T
 
 from tvm_twill import emulator as E
 from tvm_twill.emulator import findings as F
-from tvm_twill.errors import EmulationError
+from tvm_twill.errors import InputError
 
 SM90A = {"kind": "cuda", "arch": "sm_90a"}
 LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -270,3 +270,18 @@ def test_writing_the_source_before_the_bulk_wait_is_reported(read_wait):
     bad = [x for x in report.findings if isinstance(x, F.InFlightOverwrite)]
     assert bad and "bulk store" in bad[0].message, str(report)
     assert b[0, 0] == -1                          # latest legal completion: the store reads the new value
+
+
+def test_the_host_encode_is_checked_and_takes_tvms_optional_force_cu_dtype():
+    """The emulator stands in for runtime.cuTensorMapEncodeTiled when it runs the host code: an encode CUDA
+    would refuse is refused there, in one line; TVM's optional trailing force_cu_dtype (-1: none) is read."""
+    args = [16, 16, 64, 16, 16, 1, 1, 0, 0, 0, 0]
+    a = np.arange(256, dtype="float32").reshape(16, 16)
+    b = np.zeros_like(a)
+    report = E.run(load_store((16, 16), "float32", args + [-1], args), a, b)
+    assert report.ok, str(report)
+    np.testing.assert_array_equal(a, b)
+    bad = list(args)
+    bad[3] = 3                                         # boxDim[0] = 3 floats: 12 bytes
+    with pytest.raises(InputError, match=r"boxDim\[0\] \* elementSizeInBytes\(tensorDataType\) must be a multiple"):
+        E.run(load_store((16, 16), "float32", bad, args), a, b)

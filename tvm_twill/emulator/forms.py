@@ -104,6 +104,7 @@ def _memory_and_sync_forms():
         add(f"cp.async.bulk{d}.global.shared::cta.bulk_group")
         if d:
             add(f"cp.async.bulk{d}.global.shared::cta.tile.bulk_group")
+            add(f"cp.async.bulk{d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes")
     out |= {"cp.async.bulk.commit_group", "cp.async.bulk.wait_group", "cp.async.bulk.wait_group.read"}
     add("cvta.param.u64")
     out |= {"cp.async.ca.shared.global", "cp.async.cg.shared.global", "cp.async.commit_group",
