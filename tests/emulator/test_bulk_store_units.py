@@ -76,7 +76,7 @@ def test_bulk_store_source_written_before_the_read_wait_is_reported():
     write = "st.shared.u32 [%r6], %r1;"
     report, _ = run(between=write)
     bad = [f for f in report.findings if isinstance(f, F.InFlightOverwrite)]
-    line = [k for k, text in enumerate(run.src.splitlines(), 1) if text.strip() == write][0]
+    line = next(k for k, text in enumerate(run.src.splitlines(), 1) if text.strip() == write)
     assert bad and bad[0].where.ptx_line == line and "bulk store" in bad[0].message, str(report)
 
 
@@ -105,10 +105,11 @@ def test_bulk_store_outside_the_buffer_is_reported():
 
 
 def test_multicast_is_refused_with_one_clear_line():
-    body = """
+    multicast = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+    body = f"""
     mov.b64 %rd3, k_param_0;
     mov.u16 %rs1, 15;
-    cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r6], [%rd3, {%r1, %r1}], [%r6], %rs1;
+    {multicast} [%r6], [%rd3, {{%r1, %r1}}], [%r6], %rs1;
 """
     src = kernel(body).replace(".reg .b64 %rd<8>;", ".reg .b64 %rd<8>;\n    .reg .b16 %rs<4>;")
     with pytest.raises(EmulationError, match=r"multicast::cluster at PTX line \d+: .* does not model clusters"):

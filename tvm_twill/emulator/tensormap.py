@@ -120,7 +120,8 @@ def check(tm: TensorMap, force_cu_dtype: int = -1) -> None:
     _need(tm.l2_promotion in (0, 1, 2, 3), f"Unsupported l2Promotion enum value: {tm.l2_promotion}")
     _need(tm.oob_fill in (OOB_FILL_NONE, OOB_FILL_NAN), f"Unsupported oobFill enum value: {tm.oob_fill}")
     _need(tm.buffer[1] % 16 == 0, "globalAddress must be 16-byte aligned")
-    _need(tm.interleave == 0 or tm.rank >= 3, "tensorRank must be greater than or equal to 3 when interleave is not NONE")
+    _need(tm.interleave == 0 or tm.rank >= 3,
+          "tensorRank must be greater than or equal to 3 when interleave is not NONE")
     _need(tm.interleave != 2 or tm.swizzle == 1, "CU_TENSOR_MAP_INTERLEAVE_32B requires CU_TENSOR_MAP_SWIZZLE_32B")
     _need(tm.element_strides[0] == 1, "elementStrides[0] must be one: tile mode has no innermost element stride")
     if tm.interleave == 2:
