@@ -114,3 +114,55 @@ def test_multicast_is_refused_with_one_clear_line():
     src = kernel(body).replace(".reg .b64 %rd<8>;", ".reg .b64 %rd<8>;\n    .reg .b16 %rs<4>;")
     with pytest.raises(EmulationError, match=r"multicast::cluster at PTX line \d+: .* does not model clusters"):
         E.load_ptx(src)
+
+
+TMA_STORE = """
+    cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd3, {%r2, %r2}], [%r7];
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group.read 0;
+"""
+TMA_LOAD = f"""{HEAD}.visible .entry k(
+    .param .align 64 .b8 k_param_0[128]
+)
+{{
+    .reg .pred %p<4>;
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<8>;
+    .shared .align 128 .b8 sbuf[2048];
+    .shared .align 8 .b8 mbar[8];
+    mov.b64 %rd1, k_param_0;
+    cvta.param.u64 %rd3, %rd1;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r6, mbar;
+    mov.u32 %r7, sbuf;
+    mov.u32 %r2, 0;
+    setp.ne.s32 %p1, %r1, 0;
+    @%p1 bra $END;
+    mbarrier.init.shared.b64 [%r6], 1;
+    mbarrier.arrive.expect_tx.shared.b64 _, [%r6], 2048;
+    cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r7], [%rd3, {{%r2, %r2}}], [%r6];
+$WAIT:
+    mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 %p2, [%r6], 0, 0x989680;
+    @!%p2 bra $WAIT;
+$END:
+    ret;
+}}
+"""
+
+
+@pytest.mark.parametrize("store", [False, True])
+@pytest.mark.parametrize("rows", [32, 16])
+def test_a_tensor_map_describing_more_than_its_array_is_reported(rows, store):
+    """A 32 x 16 float32 map over an array of ``rows`` x 16: the box's rows past the array are a bad access
+    (not a silent zero fill or a skipped store: inside the map they are not out of bounds)."""
+    from tvm_twill.emulator.tensormap import from_encode_args
+    tm = from_encode_args("float32", 2, (0, 0), [16, 32, 64, 16, 32, 1, 1, 0, 0, 0, 0])
+    a = np.ones((rows, 16), np.float32)
+    src = TMA_LOAD
+    if store:       # after the load, store the box back through the same map
+        src = src.replace("    @!%p2 bra $WAIT;\n", "    @!%p2 bra $WAIT;\n" + TMA_STORE)
+        assert src != TMA_LOAD
+    report = E.run_ptx(src, [E.Launch("k", (1, 1, 1), (32, 1, 1), 0, (("tensormap", tm),))], a)
+    bad = [f for f in report.findings if isinstance(f, F.BadAccess) and "past the end" in f.message]
+    assert len(bad) == (0 if rows == 32 else 1 + store), str(report)
+    assert report.ok or rows < 32, str(report)

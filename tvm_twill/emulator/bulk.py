@@ -73,7 +73,7 @@ class BulkOp:
         _maybe_complete(cta, cta.warps[self.warp], self.ins, mb)
 
 
-def _tile_bytes(tm, coords, base_view_size):
+def _tile_bytes(tm, coords):
     """Source byte offsets into the buffer (-1 outside the tensor) and destination byte offsets (before the
     swizzle) of a tile-mode box at ``coords`` (innermost first), as ``tensormap.box_elements`` places it."""
     if tm.interleave != 0:
@@ -83,7 +83,6 @@ def _tile_bytes(tm, coords, base_view_size):
     off, inside = box_elements(tm, coords)
     src = ((off + tm.buffer[1])[:, None] + np.arange(esz)).reshape(-1)
     src = np.where(np.repeat(inside, esz), src, -1)
-    src = np.where(src < base_view_size, src, -1)
     dst = np.arange(off.size * esz, dtype=np.int64)
     return src, dst
 
@@ -123,7 +122,11 @@ def compile_bulk(ins, cc):
                     raise EmulationError(f"cp.async.bulk.tensor with an address that is no tensor-map parameter "
                                          f"at PTX line {ins.line}")
                 view = launch.buffer_view(tm.buffer[0])
-                s, doff = _tile_bytes(tm, [int(c(w)[lane]) for c in coords], view.size)
+                s, doff = _tile_bytes(tm, [int(c(w)[lane]) for c in coords])
+                if (s >= view.size).any():
+                    cta.finding(F.BadAccess, w, ins, w.m, "a TMA load reads past the end of its tensor map's buffer "
+                                "(the map's dims and strides describe more than the array holds)")
+                    s = np.where(s < view.size, s, -1)
                 dbytes = tma_swizzle(tm.swizzle)(d0 + doff)
                 fill = fill_bytes(tm, s.size // DTYPES[tm.dtype][0])
             else:

@@ -127,7 +127,11 @@ def _compile_store(ins, cc, tensor):
                 esz = DTYPES[tm.dtype][0]
                 off, inside = box_elements(tm, [int(c(w)[lane]) for c in coords])
                 g = ((off + tm.buffer[1])[:, None] + np.arange(esz)).reshape(-1)
-                g = np.where(np.repeat(inside, esz) & (g < view.size), g, -1)
+                g = np.where(np.repeat(inside, esz), g, -1)
+                if (g >= view.size).any():
+                    cta.finding(F.BadAccess, w, ins, w.m, "a TMA store writes past the end of its tensor map's "
+                                "buffer (the map's dims and strides describe more than the array holds)")
+                    g = np.where(g < view.size, g, -1)
                 sbytes = tma_swizzle(tm.swizzle)(s0 + np.arange(g.size, dtype=np.int64))
             else:
                 n, d0 = int(size(w)[lane]), int(dst(w)[lane])
