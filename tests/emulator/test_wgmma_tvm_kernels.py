@@ -28,10 +28,11 @@ M = N = 64
 K = 16
 SWIZZLE = 3
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-MMA = "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"
+MMA = "wgmma.mma_async.sync.aligned.m64n64k16.f32.{0}.{0}"
+PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
 
 
-def rs_kernel():
+def rs_kernel(dtype="float16"):
     """test_wgmma_rs_nt: A (64 x 16, K-major) from global into registers, B (16 x 64, N-major) by TMA with a
     128-byte swizzle, one m64n64k16 wgmma, the accumulator stored to C."""
     shape_a, shape_b, shape_c = (M, K), (K, N), (M, N)
@@ -43,18 +44,18 @@ def rs_kernel():
 
     @T.prim_func
     def main(A_ptr: T.handle, B_ptr: T.handle, C_ptr: T.handle):
-        A = T.match_buffer(A_ptr, shape_a, dtype="float16", align=16)
-        B = T.match_buffer(B_ptr, shape_b, dtype="float16", align=16)
+        A = T.match_buffer(A_ptr, shape_a, dtype=dtype, align=16)
+        B = T.match_buffer(B_ptr, shape_b, dtype=dtype, align=16)
         C = T.match_buffer(C_ptr, shape_c, dtype="float32", align=16)
         B_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
-        T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, "float16", 2, B.data, *b_tma_args)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", B_map, dtype, 2, B.data, *b_tma_args)
         T.device_entry()
         cta_id = T.cta_id([1])
         tx = T.thread_id([128])
-        B_smem = T.alloc_buffer(shape_b, "float16", scope="shared", align=1024)
+        B_smem = T.alloc_buffer(shape_b, dtype, scope="shared", align=1024)
         bar = T.shared_scalar("uint64")
         descB: T.uint64
-        A_local = T.alloc_buffer((a_elems,), "float16", scope="local")
+        A_local = T.alloc_buffer((a_elems,), dtype, scope="local")
         C_local = T.alloc_buffer((c_elems,), "float32", scope="local")
         A_local_b32 = T.decl_buffer((a_words,), "uint32", data=A_local.data)
         for i in T.serial(0, a_elems // 4):
@@ -77,7 +78,7 @@ def rs_kernel():
             C_local[i] = T.float32(0.0)
         T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB), B_smem.data, *b_encode_args)
         T.ptx.wgmma.fence.sync.aligned()
-        T.ptx[MMA](*[C_local[i] for i in range(c_elems)], *[A_local_b32[i] for i in range(a_words)],
+        T.ptx[MMA.format(PTX_TYPE[dtype])](*[C_local[i] for i in range(c_elems)], *[A_local_b32[i] for i in range(a_words)],
                    descB, T.bool(False), 1, 1, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
         T.ptx.wgmma.wait_group.sync.aligned(0)
@@ -91,16 +92,20 @@ def rs_kernel():
     return tvm.compile(tvm.IRModule({"main": main}), target=tvm.target.Target(SM90A), tir_pipeline="tirx")
 
 
-def _inputs(shape_a, shape_b):
+def _inputs(shape_a, shape_b, dtype="float16"):
     rng = np.random.default_rng(0)
-    return (rng.standard_normal(shape_a).astype("float16"), rng.standard_normal(shape_b).astype("float16"),
+    if dtype == "bfloat16":
+        import ml_dtypes
+        dtype = ml_dtypes.bfloat16
+    return (rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype),
             np.zeros((M, N), "float32"))
 
 
-def test_tvms_register_a_wgmma_matches_numpy_with_no_findings():
-    f = rs_kernel()
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tvms_register_a_wgmma_matches_numpy_with_no_findings(dtype):
+    f = rs_kernel(dtype)
     assert "wgmma.mma_async" in f.mod.imports[0].inspect_source()
-    a, b, c = _inputs((M, K), (K, N))
+    a, b, c = _inputs((M, K), (K, N), dtype)
     report = E.run(f, a, b, c, interleavings=2)
     assert report.ok, str(report)
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
@@ -167,7 +172,7 @@ def ss_kernel():
         T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descA), A_smem.data, *encode_args)
         T.cuda.wgmma.encode_matrix_descriptor(T.address_of(descB), B_smem.data, *encode_args)
         T.ptx.wgmma.fence.sync.aligned()
-        T.ptx[MMA](*[C_local[i] for i in range(c_elems)], descA, descB, T.bool(False), 1, 1, 1, 1)
+        T.ptx[MMA.format("f16")](*[C_local[i] for i in range(c_elems)], descA, descB, T.bool(False), 1, 1, 1, 1)
         T.ptx.wgmma.commit_group.sync.aligned()
         T.ptx.wgmma.wait_group.sync.aligned(0)
         for i in T.serial(0, c_elems // 4):
