@@ -1,5 +1,5 @@
-"""wgmma with A in registers (the RS form) and from shared memory (SS), in the kernels of TVM's own Hopper
-codegen tests (apache/tvm, tests/python/tirx/codegen/test_codegen_hopper.py: ``test_wgmma_rs_nt``,
+"""wgmma with A in registers (the RS form, f16 and bf16) and from shared memory (SS), in the kernels of TVM's
+own Hopper codegen tests (apache/tvm, tests/python/tirx/codegen/test_codegen_hopper.py: ``test_wgmma_rs_nt``,
 ``test_wgmma_ss_nt``), built by TVM 0.27 and run on the emulator, checked as those tests check them on a GPU
 (against numpy within 1e-3).  TVM's RS kernel fills each thread's A registers in the fragment order of
 CuTe's ``ALayout_64x16`` (``encodings.wgmma_a``, checked against CuTe's headers in test_encodings.py).
