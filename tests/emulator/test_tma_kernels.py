@@ -24,7 +24,7 @@ from tvm.script import tirx as T
 
 from tvm_twill import emulator as E
 from tvm_twill.emulator import findings as F
-from tvm_twill.errors import InputError
+from tvm_twill.errors import EmulationError, InputError
 
 SM90A = {"kind": "cuda", "arch": "sm_90a"}
 LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -283,5 +283,37 @@ def test_the_host_encode_is_checked_and_takes_tvms_optional_force_cu_dtype():
     np.testing.assert_array_equal(a, b)
     bad = list(args)
     bad[3] = 3                                         # boxDim[0] = 3 floats: 12 bytes
-    with pytest.raises(InputError, match=r"boxDim\[0\] \* elementSizeInBytes\(tensorDataType\) must be a multiple"):
+    with pytest.raises(InputError, match=r"^cuTensorMapEncodeTiled refuses this map: boxDim\[0\] \* elementSize"):
         E.run(load_store((16, 16), "float32", bad, args), a, b)
+
+
+def test_tvms_multicast_kernel_is_refused_in_one_line():
+    """test_cp_async_bulk_tensor_global_to_shared_multicast1 (16 x 16 float32): 4 CTAs per cluster, CTA 0 of
+    each cluster multicasts the box to all four.  Clusters are not modelled: one clear EmulationError."""
+    shape, args = (16, 16), [16, 16, 64, 16, 16, 1, 1, 0, 0, 0, 0]
+    multicast = LOAD.format(2) + ".multicast::cluster"
+
+    @T.prim_func
+    def main(A_ptr: T.handle, B_ptr: T.handle):
+        A = T.match_buffer(A_ptr, shape, dtype="float32", align=16)
+        B = T.match_buffer(B_ptr, shape, dtype="float32", align=16)
+        A_map: T.let[T.handle("tensormap")] = T.tvm_stack_alloca("tensormap", 1)
+        T.call_packed("runtime.cuTensorMapEncodeTiled", A_map, "float32", 2, A.data, *args)
+        T.device_entry()
+        for clusterCtaIdx in T.thread_binding(4, thread="clusterCtaIdx.x"):
+            for bx in T.thread_binding(4, thread="blockIdx.x"):
+                for tx in T.thread_binding(128, thread="threadIdx.x"):
+                    bar = T.shared_scalar("uint64")
+                    A_smem = T.alloc_buffer(shape, "float32", scope="shared", align=128)
+                    if tx == 0:
+                        T.ptx.mbarrier.init.shared.b64(T.address_of(bar), T.uint32(1))
+                        T.ptx.fence.proxy.async_.shared__cta()
+                        T.ptx.mbarrier.arrive.expect_tx.shared.b64(T.address_of(bar), T.uint32(1024))
+                        if clusterCtaIdx == 0:
+                            T.ptx[multicast](A_smem.data, T.address_of(A_map), 0, 0, T.address_of(bar), 15)
+                    T.cuda.mbarrier_wait(T.address_of(bar), 0)
+
+    a = np.arange(256, dtype="float32").reshape(shape)
+    with pytest.raises(EmulationError, match=r"launched in thread-block clusters \(clusterCtaIdx.x = 4\): .* does "
+                                             r"not model clusters"):
+        E.run(_build(main), a, np.zeros_like(a))

@@ -45,7 +45,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, ToolchainError
+from ..errors import EmulationError, InputError, ToolchainError
 from .tensormap import TensorMap, from_encode_args
 
 _DLPACK_DTYPE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6}
@@ -361,6 +361,7 @@ class _Recorder:
         self.infos, self.arrays = infos, arrays
         self.launches: list[Launch] = []
         self.maps: dict[int, TensorMap] = {}
+        self.error = None   # the InputError / EmulationError a stand-in raised
 
     def set_device(self, device_type, device_id):
         if (int(device_type), int(device_id)) != (_CUDA, 0):
@@ -395,6 +396,9 @@ class _Recorder:
                 dims[m.group(1)]["xyz".index(m.group(2))] = int(v)
             elif tag in _DYN_SMEM_TAGS:
                 smem = int(v)
+            elif tag.startswith("clusterCtaIdx"):
+                raise EmulationError(f"{name} is launched in thread-block clusters ({tag} = {int(v)}): the "
+                                     "emulator runs one CTA at a time and does not model clusters")
             else:
                 raise InputError(f"{name}: launch parameter tag {tag!r} is not a thread extent or dynamic "
                                  f"shared memory; the emulator does not launch it")
@@ -461,6 +465,8 @@ def launches(f, args, *, mod=None, target=None, source=None) -> tuple[str, list[
     try:
         host[_entry(ir)](*call)
     except (ValueError, TypeError, RuntimeError) as e:
+        if rec.error is not None:
+            raise rec.error from None
         if isinstance(e, InputError):
             raise
         raise InputError(f"the host code refused the arguments: {str(e).splitlines()[0]}") from None
@@ -473,8 +479,12 @@ def _stand_in(name: str, values):
     rec = getattr(_ACTIVE, "recorder", None)
     if rec is None:
         raise InputError(f"{_PRIVATE_PREFIX}{name} called outside tvm_twill.emulator.launch.launches")
-    if name == _ENCODE:
-        return rec.encode(*values)
-    if name == _SET_DEVICE:
-        return rec.set_device(*values)
-    return rec.kernel(name, values)
+    try:
+        if name == _ENCODE:
+            return rec.encode(*values)
+        if name == _SET_DEVICE:
+            return rec.set_device(*values)
+        return rec.kernel(name, values)
+    except (InputError, EmulationError) as e:
+        rec.error = e       # raised again as it is once the host call unwinds (the FFI converts it on the way)
+        raise
