@@ -54,6 +54,24 @@ def tensorcore_gemm(n: int = 4096, hand: str | None = None):
 TENSORCORE_TILE = 128
 
 
+def tensorcore_gemm_mnk(m: int, n: int, k: int):
+    """``tensorcore_gemm``'s schedule on a rectangular problem: ``C[m, n] = A[m, k] @ B[k, n]`` (fp16 in, fp32
+    out) with ``m`` and ``n`` multiples of the 128 x 128 block tile and ``k`` a multiple of 32 (the k step),
+    an (m/128) x (n/128) grid.  Returns ``(sch, k0, k1)`` as ``tensorcore_gemm`` does."""
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    for name, v, step in (("m", m, TENSORCORE_TILE), ("n", n, TENSORCORE_TILE), ("k", k, 32)):
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v % step:
+            raise InputError(f"tensorcore_gemm_mnk: {name}={v!r} is not a positive multiple of {step}")
+    tm, tn = m // TENSORCORE_TILE, n // TENSORCORE_TILE
+    j1 = 2 if tn % 2 == 0 else 1
+    workload = te.create_prim_func(te_workload.matmul(m, n, k, in_dtype="float16", out_dtype="float32"))
+    sch = _mma_schedule(workload, [1, tm, 1, 4, 2], [tn // j1, j1, 4, 1, 2], [k // 32, 2, 1])
+    loops = sch.get_loops(sch.get_sblock("C_o_update"))
+    return sch, loops[3], loops[4]
+
+
 def tensorcore_gemm_factors(n: int) -> tuple[list[int], list[int], list[int]]:
     """The split factors of ``tensorcore_gemm(n)``: TVM's test factors ``[1, 32, 1, 4, 2]``,
     ``[16, 2, 4, 1, 2]``, ``[128, 2, 1]`` (n = 4096) with the outer factors derived from ``n``, so that the

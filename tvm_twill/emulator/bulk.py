@@ -11,11 +11,14 @@ them without a proxy fence) and become visible to the waiters of the phase
 it completes.
 
 Tensor maps are the host's ``cuTensorMapEncodeTiled`` arguments
-(``launch.TensorMap``, a ``("tensormap", map)`` parameter): tile mode, element
-strides 1, no interleave.  The box lands densely in shared memory, innermost
-dimension first, each byte address swizzled by the map's mode
-(``encodings.tma_swizzle``); elements outside the tensor read as zero, and
-complete-tx counts the full box (as CUTLASS expects).
+(``tensormap.TensorMap``, a ``("tensormap", map)`` parameter, checked when the
+host encodes it): tile mode, no interleave.  The box (``tensormap.box_elements``)
+lands densely in shared memory, innermost dimension first, each byte address
+swizzled by the map's mode (``encodings.tma_swizzle``); elements outside the
+tensor read as zero, or as NaN under ``FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA``,
+and complete-tx counts the full box (as CUTLASS expects).  Stores, commit and
+wait of bulk async-groups are ``bulkstore.py``; a ``.multicast::cluster`` copy
+is refused (clusters are not modelled).
 """
 from __future__ import annotations
 
@@ -29,10 +32,8 @@ from .convert import PARAM_WINDOW
 from .encodings import tma_swizzle
 from .memops import _check_write, address
 from .memory import PENDING
+from .tensormap import DTYPES, box_elements, fill_bytes
 from .values import LANES
-
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "uint8": 1, "int32": 4, "float8_e4m3fn": 1,
-               "float8_e5m2": 1, "float64": 8, "int64": 8, "uint16": 2, "int16": 2}
 
 
 @dataclass
@@ -47,12 +48,14 @@ class BulkOp:
     clock: int
     line: int
     ins: object
+    fill: np.ndarray | None = None   # the bytes out-of-bounds source positions read as (None: zeros)
     done: bool = False
 
     def perform(self, cta):
         from .sync import _maybe_complete
         sm = cta.shared
-        data = np.where(self.src >= 0, self.view[np.maximum(self.src, 0)] if self.view.size else 0, 0)
+        fill = 0 if self.fill is None else self.fill
+        data = np.where(self.src >= 0, self.view[np.maximum(self.src, 0)] if self.view.size else 0, fill)
         mine = sm.owner[self.dst] == self.id
         d = self.dst[mine]
         sm.data[d] = data[mine].astype(np.uint8)
@@ -70,25 +73,17 @@ class BulkOp:
         _maybe_complete(cta, cta.warps[self.warp], self.ins, mb)
 
 
-def _tile_bytes(tm, coords, base_view_size):
-    """Source byte offsets (-1 outside the tensor) and destination byte offsets (before the swizzle) of a
-    tile-mode box at ``coords`` (innermost first)."""
-    esz = DTYPE_BYTES.get(tm.dtype)
-    if esz is None or tm.interleave != 0 or any(s != 1 for s in tm.element_strides):
-        raise EmulationError(f"tensor map {tm.dtype} interleave {tm.interleave} element strides "
-                             f"{tm.element_strides}: only tile mode, element stride 1, no interleave is modelled")
-    grids = np.meshgrid(*[np.arange(b) for b in reversed(tm.box)], indexing="ij")      # outermost first
-    pos = [g.reshape(-1) for g in reversed(grids)]                                      # innermost first
-    inside = np.ones(pos[0].size, np.bool_)
-    off = np.full(pos[0].size, tm.buffer[1], np.int64)
-    for d in range(tm.rank):
-        g = pos[d] + int(coords[d])
-        inside &= (g >= 0) & (g < tm.dims[d])
-        off += g * (esz if d == 0 else int(tm.strides[d - 1]))
-    src = (off[:, None] + np.arange(esz)).reshape(-1)
+def _tile_bytes(tm, coords):
+    """Source byte offsets into the buffer (-1 outside the tensor) and destination byte offsets (before the
+    swizzle) of a tile-mode box at ``coords`` (innermost first), as ``tensormap.box_elements`` places it."""
+    if tm.interleave != 0:
+        raise EmulationError(f"tensor map {tm.dtype} with interleave {tm.interleave}: only tile mode without "
+                             "interleave is modelled")
+    esz = DTYPES[tm.dtype][0]
+    off, inside = box_elements(tm, coords)
+    src = ((off + tm.buffer[1])[:, None] + np.arange(esz)).reshape(-1)
     src = np.where(np.repeat(inside, esz), src, -1)
-    src = np.where(src < base_view_size, src, -1)
-    dst = (np.arange(pos[0].size)[:, None] * esz + np.arange(esz)).reshape(-1)
+    dst = np.arange(off.size * esz, dtype=np.int64)
     return src, dst
 
 
@@ -96,8 +91,15 @@ def compile_bulk(ins, cc):
     p = ins.parts
     if p[:3] != ["cp", "async", "bulk"]:
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
+    if "multicast::cluster" in p:
+        raise EmulationError(f"{ins.opcode} at PTX line {ins.line}: a multicast copy writes the shared memory of "
+                             "other CTAs of a cluster, and the emulator does not model clusters (it runs one CTA "
+                             "at a time); emulate a variant without .multicast::cluster")
+    if p[3] in ("commit_group", "wait_group") or "bulk_group" in p:
+        from .bulkstore import compile_bulk_group
+        return compile_bulk_group(ins, cc)
     tensor = p[3] == "tensor"
-    if "mbarrier::complete_tx::bytes" not in p or "global" not in p or "multicast::cluster" in p:
+    if "mbarrier::complete_tx::bytes" not in p or "global" not in p:
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
     ops = ins.operands
     dst = address(cc, ops[0], ins)
@@ -120,8 +122,13 @@ def compile_bulk(ins, cc):
                     raise EmulationError(f"cp.async.bulk.tensor with an address that is no tensor-map parameter "
                                          f"at PTX line {ins.line}")
                 view = launch.buffer_view(tm.buffer[0])
-                s, doff = _tile_bytes(tm, [int(c(w)[lane]) for c in coords], view.size)
+                s, doff = _tile_bytes(tm, [int(c(w)[lane]) for c in coords])
+                if (s >= view.size).any():
+                    cta.finding(F.BadAccess, w, ins, w.m, "a TMA load reads past the end of its tensor map's buffer "
+                                "(the map's dims and strides describe more than the array holds)")
+                    s = np.where(s < view.size, s, -1)
                 dbytes = tma_swizzle(tm.swizzle)(d0 + doff)
+                fill = fill_bytes(tm, s.size // DTYPES[tm.dtype][0])
             else:
                 n = int(size(w)[lane])
                 sa = int(src(w)[lane])
@@ -135,11 +142,12 @@ def compile_bulk(ins, cc):
                     continue
                 s = int(off[0]) + np.arange(n)
                 dbytes = d0 + np.arange(n)
-            _issue(cta, w, ins, np.asarray(dbytes, np.int64), view, np.asarray(s, np.int64), b0)
+                fill = None
+            _issue(cta, w, ins, np.asarray(dbytes, np.int64), view, np.asarray(s, np.int64), b0, fill)
     return run
 
 
-def _issue(cta, w, ins, dbytes, view, src, bar):
+def _issue(cta, w, ins, dbytes, view, src, bar, fill=None):
     sm = cta.shared
     if (dbytes < 0).any() or (dbytes >= sm.size).any():
         cta.finding(F.BadAccess, w, ins, w.m, "bulk copy destination outside shared memory", address=int(dbytes[0]))
@@ -148,7 +156,7 @@ def _issue(cta, w, ins, dbytes, view, src, bar):
     lanes[np.nonzero(w.m)[0][:1]] = True
     _check_write(cta, w, ins, np.nonzero(lanes)[0], dbytes, 1)
     op = BulkOp(cta.next_op, w.idx, dbytes, view, src, bar, cta.vc[w.idx].copy(), int(cta.vc[w.idx, w.idx]),
-                ins.line, ins)
+                ins.line, ins, fill)
     cta.next_op += 1
     cta.ops[op.id] = op
     sm.owner[dbytes] = op.id

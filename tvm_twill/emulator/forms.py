@@ -101,6 +101,11 @@ def _memory_and_sync_forms():
         add(f"{op}{sp}.{o}.{t}")
     for d in ("", ".tensor.1d", ".tensor.2d", ".tensor.3d", ".tensor.4d", ".tensor.5d"):
         add(f"cp.async.bulk{d}.shared::cluster.global.mbarrier::complete_tx::bytes")
+        add(f"cp.async.bulk{d}.global.shared::cta.bulk_group")
+        if d:
+            add(f"cp.async.bulk{d}.global.shared::cta.tile.bulk_group")
+            add(f"cp.async.bulk{d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes")
+    out |= {"cp.async.bulk.commit_group", "cp.async.bulk.wait_group", "cp.async.bulk.wait_group.read"}
     add("cvta.param.u64")
     out |= {"cp.async.ca.shared.global", "cp.async.cg.shared.global", "cp.async.commit_group",
             "cp.async.wait_group", "cp.async.wait_all", "cp.async.mbarrier.arrive.shared.b64",

@@ -45,33 +45,14 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, ToolchainError
+from ..errors import EmulationError, InputError, ToolchainError
+from .tensormap import TensorMap, from_encode_args
 
 _DLPACK_DTYPE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6}
 _PTX_SCALAR = {0: "s", 1: "u", 2: "f", 4: "b"}  # DLDataType code -> PTX type letter (bf16 passes as b16)
 _HANDLE = 3
 _THREAD_TAG = re.compile(r"^(blockIdx|threadIdx)\.([xyz])$")
 _DYN_SMEM_TAGS = ("tirx.use_dyn_shared_memory", "tir.use_dyn_shared_memory")
-
-
-@dataclass(frozen=True)
-class TensorMap:
-    """The arguments of one host call to ``cuTensorMapEncodeTiled`` (a ``CUtensorMap`` kernel parameter):
-    ``buffer``: (arg_index, byte_offset) of its global address; dims, byte strides (dims 1..rank-1), box
-    and element strides innermost first; the enum values of interleave, swizzle (0 none, 1 32B, 2 64B,
-    3 128B), L2 promotion and out-of-bounds fill; ``dtype`` the TVM dtype string."""
-
-    dtype: str
-    rank: int
-    buffer: tuple[int, int]
-    dims: tuple[int, ...]
-    strides: tuple[int, ...]
-    box: tuple[int, ...]
-    element_strides: tuple[int, ...]
-    interleave: int
-    swizzle: int
-    l2_promotion: int
-    oob_fill: int
 
 
 @dataclass(frozen=True)
@@ -380,23 +361,15 @@ class _Recorder:
         self.infos, self.arrays = infos, arrays
         self.launches: list[Launch] = []
         self.maps: dict[int, TensorMap] = {}
+        self.error = None   # the InputError / EmulationError a stand-in raised
 
     def set_device(self, device_type, device_id):
         if (int(device_type), int(device_id)) != (_CUDA, 0):
             raise InputError(f"the host selects device ({device_type}, {device_id}); the emulator is CUDA device 0")
 
     def encode(self, *a):
-        rank = int(a[2])
-        rest = [int(x) for x in a[4:]]
-        n_strides = len(rest) - 3 * rank - 4
-        if n_strides not in (rank - 1, rank):
-            raise InputError(f"{_ENCODE} called with {len(a)} arguments for rank {rank}: not TVM 0.27's layout")
-        dims, rest = rest[:rank], rest[rank:]
-        strides, rest = rest[:n_strides], rest[n_strides:]
-        box, estrides, (interleave, swizzle, l2, oob) = rest[:rank], rest[rank:2 * rank], rest[2 * rank:]
-        self.maps[_pointer(a[0])] = TensorMap(str(a[1]), rank, _buffer_of(_pointer(a[3]), self.arrays),
-                                              tuple(dims), tuple(strides[-(rank - 1):] if rank > 1 else ()),
-                                              tuple(box), tuple(estrides), interleave, swizzle, l2, oob)
+        self.maps[_pointer(a[0])] = from_encode_args(str(a[1]), int(a[2]), _buffer_of(_pointer(a[3]), self.arrays),
+                                                     [int(x) for x in a[4:]])
 
     def kernel(self, name: str, values) -> None:
         info = self.infos[name]
@@ -423,6 +396,9 @@ class _Recorder:
                 dims[m.group(1)]["xyz".index(m.group(2))] = int(v)
             elif tag in _DYN_SMEM_TAGS:
                 smem = int(v)
+            elif tag.startswith("clusterCtaIdx"):
+                raise EmulationError(f"{name} is launched in thread-block clusters ({tag} = {int(v)}): the "
+                                     "emulator runs one CTA at a time and does not model clusters")
             else:
                 raise InputError(f"{name}: launch parameter tag {tag!r} is not a thread extent or dynamic "
                                  f"shared memory; the emulator does not launch it")
@@ -489,6 +465,8 @@ def launches(f, args, *, mod=None, target=None, source=None) -> tuple[str, list[
     try:
         host[_entry(ir)](*call)
     except (ValueError, TypeError, RuntimeError) as e:
+        if rec.error is not None:
+            raise rec.error from None
         if isinstance(e, InputError):
             raise
         raise InputError(f"the host code refused the arguments: {str(e).splitlines()[0]}") from None
@@ -501,8 +479,12 @@ def _stand_in(name: str, values):
     rec = getattr(_ACTIVE, "recorder", None)
     if rec is None:
         raise InputError(f"{_PRIVATE_PREFIX}{name} called outside tvm_twill.emulator.launch.launches")
-    if name == _ENCODE:
-        return rec.encode(*values)
-    if name == _SET_DEVICE:
-        return rec.set_device(*values)
-    return rec.kernel(name, values)
+    try:
+        if name == _ENCODE:
+            return rec.encode(*values)
+        if name == _SET_DEVICE:
+            return rec.set_device(*values)
+        return rec.kernel(name, values)
+    except (InputError, EmulationError) as e:
+        rec.error = e       # raised again as it is once the host call unwinds (the FFI converts it on the way)
+        raise

@@ -167,7 +167,8 @@ def _check_write(cta, w, ins, act, idx, nbytes):
     if sm.async_readers[idx].any():
         b = idx[sm.async_readers[idx] > 0][0]
         cta.finding(F.InFlightOverwrite, w, ins, _lanes(act), f"a write to shared byte {b} that an in-flight "
-                    "wgmma still reads (before its wgmma.wait_group)", address=int(b))
+                    "wgmma or bulk store still reads (before its wgmma.wait_group or cp.async.bulk.wait_group.read)",
+                    address=int(b))
     own = sm.owner[idx]
     if own.any():
         live = [int(o) for o in np.unique(own[own != 0]) if not cta.ops[int(o)].done]

@@ -10,9 +10,12 @@ proxy needs the writer's ``fence.proxy.async`` happening before the issue,
 else ``ProxyFenceMissing``) and held in a read window until completion (a
 write into the window is ``InFlightOverwrite``).  It completes as late as
 legal: at the covering wait_group (or at exit), reading shared memory then.
-Descriptors are decoded with ``encodings`` (checked against CuTe); only the
-SS form (both operands in shared memory) and f16 / bf16 inputs with f32
-accumulators are executed.
+Descriptors are decoded with ``encodings`` (checked against CuTe).  Both the
+SS form (A and B in shared memory) and the RS form (A in four 32-bit
+registers per thread, ``encodings.wgmma_a``, CuTe's ``ALayout_64x16``) are
+executed, with f16 / bf16 inputs and f32 accumulators.  The RS form's A
+registers are read at issue; the PTX ISA forbids changing them before the
+covering wait, so a value that differs at completion is ``InFlightOverwrite``.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .encodings import decode_wgmma_desc, wgmma_c, wgmma_operand_address
+from .encodings import decode_wgmma_desc, wgmma_a, wgmma_c, wgmma_operand_address
 from .values import LANE_IDS, LANES, bf16_to_f32
 
 
@@ -31,7 +34,7 @@ class WgmmaOp:
     warp: int
     regs: list
     in_pois: list
-    a_idx: np.ndarray       # [16, 16] shared byte address of A(m, k) for this warp's rows
+    a_idx: np.ndarray       # [16, 16] shared byte address of A(m, k) for this warp's rows (None: RS form)
     b_idx: np.ndarray       # [16, N] shared byte address of B(k, n)
     scale_d: bool
     line: int
@@ -78,18 +81,21 @@ def _compile_mma_async(ins, cc):
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
     n = int(shape[4:-3])
     ops = ins.operands
-    if ops[1].kind == "vec":
-        raise EmulationError(f"wgmma with register A (RS form) is not supported yet at PTX line {ins.line}")
-    if len(ops) != 8 or len(ops[0].items) != n // 2:
+    rs = ops[1].kind == "vec"
+    if len(ops) != (7 if rs else 8) or len(ops[0].items) != n // 2 or (rs and len(ops[1].items) != 4):
         raise EmulationError(f"unexpected wgmma operands at PTX line {ins.line}")
+    if rs:      # {d}, {a0..a3}, descB, scale-d, imm-scale-a, imm-scale-b, imm-trans-b: no trans-a
+        ops = [ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], None, ops[6]]
     dt = p[6]
     regs = [cc.reg(o, ins) for o in ops[0].items]
-    da, db = cc.read(ops[1], "b64", ins), cc.read(ops[2], "b64", ins)
+    a_regs = [cc.reg(o, ins) for o in ops[1].items] if rs else None
+    da = None if rs else cc.read(ops[1], "b64", ins)
+    db = cc.read(ops[2], "b64", ins)
     scale = cc.read(ops[3], "pred", ins) if ops[3].kind == "reg" else None
     scale_imm = bool(ops[3].value) if ops[3].kind == "imm" else True
     if ops[4].value != 1 or ops[5].value != 1:
         raise EmulationError(f"wgmma with negated operands is not supported at PTX line {ins.line}")
-    ta, tb = ops[6].value, ops[7].value
+    ta, tb = (0 if rs else ops[6].value), ops[7].value
     launch = cc.launch
     lane = LANE_IDS.astype(np.int64)
     ks = np.arange(16)
@@ -99,10 +105,10 @@ def _compile_mma_async(ins, cc):
         if not (w.m == w.live).all():
             cta.finding(F.BarrierMismatch, w, ins, w.m, "wgmma.mma_async reached by part of the warp")
         act = np.nonzero(w.m)[0]
-        a0, b0 = int(da(w)[act[0]]), int(db(w)[act[0]])
+        b0 = int(db(w)[act[0]])
         wg = w.idx % 4
         rows = 16 * wg + np.arange(16)
-        a_idx = _operand_addresses(a0, rows[:, None], ks[None, :], ta == 0)
+        a_idx = None if rs else _operand_addresses(int(da(w)[act[0]]), rows[:, None], ks[None, :], ta == 0)
         b_idx = _operand_addresses(b0, np.arange(n)[None, :], ks[:, None], tb == 0)
         s = bool(scale(w)[act[0]]) if scale is not None else scale_imm
         busy = w.wg_busy      # registers an in-flight op of this warp still writes
@@ -113,6 +119,9 @@ def _compile_mma_async(ins, cc):
         for i in regs:
             busy[i] = busy.get(i, 0) + 1
         op.n, op.dt = n, dt
+        op.a_regs = a_regs
+        if rs:
+            op.a_snap = [(w.regs[r].view(np.uint32).copy(), w.pois[r]) for r in a_regs]
         op.rc = [wgmma_c(32 * wg + lane, i, n) for i in range(n // 2)]
         _issue_checks(cta, w, ins, op)
         for i in regs:
@@ -122,7 +131,27 @@ def _compile_mma_async(ins, cc):
 
 
 def _bytes(op):
-    return np.concatenate([op.a_idx.reshape(-1), op.b_idx.reshape(-1)])[:, None] + np.arange(2)[None, :]
+    idx = op.b_idx.reshape(-1) if op.a_idx is None else np.concatenate([op.a_idx.reshape(-1), op.b_idx.reshape(-1)])
+    return idx[:, None] + np.arange(2)[None, :]
+
+
+def _register_a(cta, w, op):
+    """The RS form's 16 x 16 A tile of this warp (values as uint16 bits, poison per row) from the registers
+    as issued; a register changed since the issue is reported."""
+    h = np.zeros((16, 16), np.uint16)
+    pois = np.zeros(16, np.bool_)
+    lane = np.arange(LANES)
+    row0 = 16 * (op.warp % 4)
+    for j, (r, (bits, p)) in enumerate(zip(op.a_regs, op.a_snap)):
+        if not np.array_equal(w.regs[r].view(np.uint32), bits):
+            cta.finding(F.InFlightOverwrite, w, op.ins, None, f"register A operand a{j} of the wgmma at PTX line "
+                        f"{op.line} changes before its wgmma.wait_group")
+        for half in (0, 1):
+            m, k = wgmma_a(32 * (op.warp % 4) + lane, 2 * j + half)
+            h[m - row0, k] = (bits >> (16 * half)) & 0xFFFF
+            if p is not None:
+                pois[m[p] - row0] = True
+    return h, pois
 
 
 def _issue_checks(cta, w, ins, op):
@@ -170,13 +199,17 @@ def complete_wgmma(cta, w, op):
     data = sm.data.view(np.uint16) if sm.size % 2 == 0 else None
     if data is None:
         raise EmulationError("shared window of odd size")
-    ha, hb = data[op.a_idx // 2], data[op.b_idx // 2]
+    hb = data[op.b_idx // 2]
+    if op.a_idx is None:
+        ha, pa_rows = _register_a(cta, w, op)
+    else:
+        ha = data[op.a_idx // 2]
+        pa_rows = (sm.poison[op.a_idx].reshape(16, 16) | sm.poison[op.a_idx + 1].reshape(16, 16)).any(1)
     conv = (lambda h: bf16_to_f32(h).astype(np.float64)) if op.dt == "bf16" else \
         (lambda h: h.view(np.float16).astype(np.float64))
     D = conv(ha) @ conv(hb)                                            # [16, N] for this warp's rows
-    pa = sm.poison[op.a_idx].reshape(16, 16) | sm.poison[op.a_idx + 1].reshape(16, 16)
     pb = sm.poison[op.b_idx] | sm.poison[op.b_idx + 1]
-    P = pa.any(1)[:, None] | pb.any(0)[None, :]
+    P = pa_rows[:, None] | pb.any(0)[None, :]
     row0 = 16 * (op.warp % 4)
     for i, reg in enumerate(op.regs):
         r, c = op.rc[i]
