@@ -76,6 +76,8 @@ class Warp:
         self.wg_busy = {}           # register -> in-flight wgmma ops writing it
         self.wg_result_pois = {}    # register -> poison of the last completed wgmma result
         self.maxnreg = None         # the setmaxnreg limit, once set
+        self.poll = None            # (mbarrier, phase) of a failed test_wait / try_wait parking the warp
+        self.polled = None          # the poll it was last woken from (see _wake_pollers)
 
     def blocked(self) -> bool:
         if self.wait is None:
@@ -182,7 +184,7 @@ def run_cta(cta: CTA) -> int:
                     cta.complete(pend[rng.integers(len(pend))])
             runnable = [w for w in live if not w.blocked()]
             if not runnable:
-                if _complete_for_someone(cta, live):
+                if _complete_for_someone(cta, live) or _wake_pollers(live):
                     continue
                 _deadlock(cta, live)
                 break
@@ -206,6 +208,18 @@ def _complete_for_someone(cta, live) -> bool:
                 cta.complete(op)
             return True
     return False
+
+
+def _wake_pollers(live) -> bool:
+    """A failed test_wait / try_wait does not block in PTX; the emulator parks the warp until the phase
+    changes (it would only spin).  When nothing else can run, each parked warp runs on once: a program
+    that tests and goes on proceeds, one parked again on the same phase is really waiting."""
+    woke = False
+    for w in live:
+        if w.poll is not None and w.poll != w.polled and w.wait is not None:
+            w.polled, w.wait = w.poll, None
+            woke = True
+    return woke
 
 
 def _deadlock(cta, live):
