@@ -76,6 +76,7 @@ class Warp:
         self.wg_busy = {}           # register -> in-flight wgmma ops writing it
         self.wg_result_pois = {}    # register -> poison of the last completed wgmma result
         self.maxnreg = None         # the setmaxnreg limit, once set
+        self.setmaxnreg_count = 0   # how many setmaxnreg the warp executed
         self.poll = None            # (mbarrier, phase) of a failed test_wait / try_wait parking the warp
         self.polled = None          # the poll it was last woken from (see _wake_pollers)
 
@@ -126,6 +127,7 @@ class CTA:
         self.proxy_fences = {}      # warp -> ([instruction count], [own clock]) of its fence.proxy.async
         self.instructions = 0
         self.seen = set()
+        self.setmaxnreg_seen = {}   # (warp group, k) -> (warp, PTX line) of the first k-th setmaxnreg
 
     def where(self, w, ins, lanes):
         lanes = tuple(int(x) for x in np.nonzero(lanes)[0]) if lanes is not None else ()
