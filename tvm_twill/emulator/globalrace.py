@@ -67,7 +67,7 @@ class GlobalShadow:
         vcw = cta.vc[w.idx]
         if atomic:
             if write:
-                self._note_write(s, flat, c, w, vcw, ins)
+                self._note_write(s, flat, c, w, vcw, ins, s.rd_cta[flat])
             return
         wc = s.wr_cta[flat]
         if (wc != NONE).any():
@@ -75,13 +75,13 @@ class GlobalShadow:
             bad = (wc != NONE) & ((wc != c) | ((ww != w.idx) & (s.wr_clk[flat] > vcw[ww])))
             if bad.any():
                 self._report(cta, w, ins, act, k, flat, bad, nbytes, write, "write")
+        rc = s.rd_cta[flat]
         if not write:
-            rc = s.rd_cta[flat]
-            s.rd_cta[flat] = np.where((rc == NONE) | (rc == c), c, MANY)
+            if not (rc == c).all():
+                s.rd_cta[flat] = np.where((rc == NONE) | (rc == c), c, MANY)
             s.rd_clk[w.idx, flat] = vcw[w.idx]
             s.rd_line[w.idx, flat] = ins.line
             return
-        rc = s.rd_cta[flat]
         read = rc != NONE
         if read.any():
             foreign = read & (rc != c)
@@ -95,16 +95,17 @@ class GlobalShadow:
                     bad = np.zeros(flat.size, np.bool_)
                     bad[pos] = True
                     self._report(cta, w, ins, act, k, flat, bad, nbytes, True, "read", reader=int(u))
-        self._note_write(s, flat, c, w, vcw, ins)
+        self._note_write(s, flat, c, w, vcw, ins, rc)
 
     @staticmethod
-    def _note_write(s, flat, c, w, vcw, ins):
+    def _note_write(s, flat, c, w, vcw, ins, rc):
         s.wr_cta[flat] = c
         s.wr_warp[flat] = w.idx
         s.wr_clk[flat] = vcw[w.idx]
         s.wr_line[flat] = ins.line
-        s.rd_cta[flat] = NONE
-        s.rd_clk[:, flat] = 0
+        if (rc != NONE).any():                  # forget the reads of the old value (none for most stores)
+            s.rd_cta[flat] = NONE
+            s.rd_clk[:, flat] = 0
 
     def _report(self, cta, w, ins, act, k, flat, bad, nbytes, write, other_kind, reader=None):
         s = self.bufs[k]

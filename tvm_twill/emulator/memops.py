@@ -256,7 +256,7 @@ def compile_st(ins, cc):
     raw_t = RAW[ew]
 
     def run(w):
-        vals = np.stack([np.ascontiguousarray(r(w)).view(raw_t) for r in reads], axis=1)
+        vals = np.array([np.ascontiguousarray(r(w)).view(raw_t) for r in reads]).T
         data = np.ascontiguousarray(vals).view(np.uint8).reshape(LANES, ew * n)
         access(launch.cta, w, ins, space, addr(w), w.m, ew * n, True, data, por(*[q(w) for q in ps]),
                align=ew * n)
