@@ -164,3 +164,26 @@ def test_planted_store_into_the_next_ctas_tile_is_a_race_between_ctas(elementwis
     report = E.run(f, a, b, source=bad)
     found = [fd for fd in races(report) if "CTAs of a launch are not ordered" in fd.message]
     assert found and any(line in (fd.where.cuda_line, fd.other[2]) for fd in found), str(report)
+
+
+def test_strided_accesses_spanning_shadow_chunks_race_only_on_shared_words():
+    # lane l of each warp stores to word 512 * l + (warp offset): 32 lanes span 64 KiB (several shadow chunks)
+    body = """
+    and.b32 %r3, %r1, 31;
+    mul.lo.s32 %r4, %r3, 512;
+    shr.u32 %r5, %r1, 5;
+    mul.lo.s32 %r5, %r5, {off};
+    add.s32 %r4, %r4, %r5;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r1;"""
+    launch = E.Launch("k", (1, 1, 1), (64, 1, 1), 0, (("buffer", 0, 0), ("buffer", 1, 0)))
+    for off, racy in ((0, True), (1, False)):
+        out = np.zeros(512 * 32, np.uint32)
+        report = E.run_ptx(kernel(body.format(off=off)), [launch], np.zeros(4, np.uint32), out, interleavings=2)
+        assert bool(races(report)) == racy, str(report)
+        if racy:
+            assert races(report)[0].where.lanes == tuple(range(32))
+        else:
+            lane = np.arange(32)
+            assert (out[512 * lane + 1] == lane + 32).all() and (out[512 * lane] == lane).all()
