@@ -72,10 +72,13 @@ def compile_cp_async(ins, cc):
         if (d < 0).any() or (d + size > sm.size).any():
             cta.finding(F.BadAccess, w, ins, w.m, "cp.async destination outside shared memory", address=int(d[0]))
             return
-        view, off = launch.gmem.find(s, size)
+        k, view, off = launch.gmem.locate(s, size)
         if view is None:
             cta.finding(F.BadAccess, w, ins, w.m, "cp.async source outside every global buffer", address=off)
             return
+        rd = ss > 0                                     # the source is read at issue, for the race check
+        if rd.any():
+            launch.gshadow.access(cta, w, ins, act[rd], k, lane_bytes(off[rd], size), size, False)
         idx = lane_bytes(d, size)
         flat = idx.reshape(-1)
         _check_write(cta, w, ins, act, flat, size)

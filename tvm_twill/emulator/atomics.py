@@ -98,7 +98,7 @@ def _rw(cta, w, ins, space, a, lanes, nbytes, data=None):
         sm.poison[off:off + nbytes] = False
         sm.note_write(np.arange(off, off + nbytes), w.idx, cta.vc[w.idx, w.idx], ins.line)
         return data, None
-    return access(cta, w, ins, "global", a, lanes, nbytes, data is not None, data, None)
+    return access(cta, w, ins, "global", a, lanes, nbytes, data is not None, data, None, atomic=True)
 
 
 HANDLERS = {"atom": compile_atom, "red": compile_atom}

@@ -76,6 +76,9 @@ class Warp:
         self.wg_busy = {}           # register -> in-flight wgmma ops writing it
         self.wg_result_pois = {}    # register -> poison of the last completed wgmma result
         self.maxnreg = None         # the setmaxnreg limit, once set
+        self.setmaxnreg_count = 0   # how many setmaxnreg the warp executed
+        self.poll = None            # (mbarrier, phase) of a failed test_wait / try_wait parking the warp
+        self.polled = None          # the poll it was last woken from (see _wake_pollers)
 
     def blocked(self) -> bool:
         if self.wait is None:
@@ -124,6 +127,7 @@ class CTA:
         self.proxy_fences = {}      # warp -> ([instruction count], [own clock]) of its fence.proxy.async
         self.instructions = 0
         self.seen = set()
+        self.setmaxnreg_seen = {}   # (warp group, k) -> (warp, PTX line) of the first k-th setmaxnreg
 
     def where(self, w, ins, lanes):
         lanes = tuple(int(x) for x in np.nonzero(lanes)[0]) if lanes is not None else ()
@@ -182,7 +186,7 @@ def run_cta(cta: CTA) -> int:
                     cta.complete(pend[rng.integers(len(pend))])
             runnable = [w for w in live if not w.blocked()]
             if not runnable:
-                if _complete_for_someone(cta, live):
+                if _complete_for_someone(cta, live) or _wake_pollers(live):
                     continue
                 _deadlock(cta, live)
                 break
@@ -206,6 +210,18 @@ def _complete_for_someone(cta, live) -> bool:
                 cta.complete(op)
             return True
     return False
+
+
+def _wake_pollers(live) -> bool:
+    """A failed test_wait / try_wait does not block in PTX; the emulator parks the warp until the phase
+    changes (it would only spin).  When nothing else can run, each parked warp runs on once: a program
+    that tests and goes on proceeds, one parked again on the same phase is really waiting."""
+    woke = False
+    for w in live:
+        if w.poll is not None and w.poll != w.polled and w.wait is not None:
+            w.polled, w.wait = w.poll, None
+            woke = True
+    return woke
 
 
 def _deadlock(cta, live):

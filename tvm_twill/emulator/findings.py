@@ -112,7 +112,8 @@ class ProxyFenceMissing(Finding):
 
 @dataclass(frozen=True)
 class SetmaxnregMisuse(Finding):
-    """setmaxnreg out of range, not a multiple of 8, in the wrong direction, or reached by part of a warp."""
+    """setmaxnreg out of range, not a multiple of 8, in the wrong direction, reached by part of a warp, or not
+    the same instruction in every warp of its warp group."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import EmulationError
 from . import alu, asyncops, atomics, control, convert, memops, sync, tensor, wgmma
 from . import wmma as wmma_
+from .globalrace import GlobalShadow
 from .values import LANE_IDS, LANES, TYPED, WIDTH, Compiler
 
 HANDLERS = {}
@@ -36,6 +37,7 @@ class Prepared:
         self.grid, self.block, self.dyn_smem = tuple(launch.grid), tuple(launch.block), int(launch.dyn_smem)
         self.nthreads = int(np.prod(self.block))
         self.gmem = gmem
+        self.gshadow = GlobalShadow(gmem, self.grid, (self.nthreads + LANES - 1) // LANES)
         self.cta = None
         symbols = {}
         for v in module.variables:

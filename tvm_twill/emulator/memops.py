@@ -4,8 +4,8 @@ Addresses: ``.shared`` operands are 32-bit offsets in the CTA's shared
 window; generic addresses put shared memory at ``SHARED_WINDOW`` and local
 memory at ``LOCAL_WINDOW`` (what ``cvta`` adds); anything else is global.
 Every shared access goes through the happens-before shadow
-(``memory.SharedMemory``); global accesses are bounds checked and carry
-poison, but are not race checked (each CTA runs alone).
+(``memory.SharedMemory``); global accesses are bounds checked, carry
+poison and go through the launch's global race shadow (``globalrace``).
 """
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ def _space(parts):
     return "generic"
 
 
-def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=None, align=None):
-    """Read (returns uint8 [32, nbytes], poison [32] or None) or write bytes for the lanes in m."""
+def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=None, align=None, atomic=False):
+    """Read (returns uint8 [32, nbytes], poison [32] or None) or write bytes for the lanes in m.  ``atomic``:
+    an atom / red lane, kept out of the global race check (it still counts as a write there)."""
     act = np.nonzero(m)[0]
     out = np.zeros((LANES, nbytes), np.uint8)
     if act.size == 0:
@@ -85,12 +86,13 @@ def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=No
         return out, None
     if space == "local":
         return _local(cta, w, ins, act, a.astype(np.int64), nbytes, write, data, out)
-    view, off = cta.launch.gmem.find(a, nbytes)
+    k, view, off = cta.launch.gmem.locate(a, nbytes)
     if view is None:
         cta.finding(F.BadAccess, w, ins, _lanes(act), f"{nbytes}-byte global access outside every buffer",
                     address=off)
         return out, None
     idx = lane_bytes(off, nbytes)
+    cta.launch.gshadow.access(cta, w, ins, act, k, idx, nbytes, write, atomic)
     if write:
         if pois is not None and pois[act].any():
             cta.finding(F.PoisonUse, w, ins, _lanes(act[pois[act]]), "a poisoned value is stored to global memory")
@@ -255,7 +257,7 @@ def compile_st(ins, cc):
     raw_t = RAW[ew]
 
     def run(w):
-        vals = np.stack([np.ascontiguousarray(r(w)).view(raw_t) for r in reads], axis=1)
+        vals = np.array([np.ascontiguousarray(r(w)).view(raw_t) for r in reads]).T
         data = np.ascontiguousarray(vals).view(np.uint8).reshape(LANES, ew * n)
         access(launch.cta, w, ins, space, addr(w), w.m, ew * n, True, data, por(*[q(w) for q in ps]),
                align=ew * n)

@@ -41,16 +41,21 @@ class GlobalMemory:
 
     def find(self, addrs: np.ndarray, nbytes: int):
         """(buffer view, byte offsets) for lane addresses, or (None, first bad address)."""
+        _, view, off = self.locate(addrs, nbytes)
+        return view, off
+
+    def locate(self, addrs: np.ndarray, nbytes: int):
+        """(buffer index, view, byte offsets) for lane addresses, or (-1, None, first bad address)."""
         a0 = int(addrs[0])
         k = bisect.bisect_right(self.bases, a0) - 1
         if k < 0:
-            return None, a0
+            return -1, None, a0
         base, view, _ = self.bufs[k]
         off = addrs.astype(np.int64) - np.int64(base)
         bad = (off < 0) | (off + nbytes > view.size)
         if bad.any():
-            return None, int(addrs[np.argmax(bad)])
-        return view, off
+            return -1, None, int(addrs[np.argmax(bad)])
+        return k, view, off
 
 
 class SharedMemory:

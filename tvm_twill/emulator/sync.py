@@ -208,6 +208,7 @@ def _compile_wait(ins, cc, op, p, ops):
         if not ok.all():
             k0 = mb.phase
             w.wait = lambda: mb.phase == k0
+            w.poll = (mb.addr, k0)
             w.needs = lambda: [cta.ops[i] for aa in cta.async_arrives if aa.bar == mb.addr for i in aa.ops] + \
                 [op for op in cta.ops.values() if not op.done and getattr(op, "bar", None) == mb.addr]
             return YIELD

@@ -75,31 +75,43 @@ def compile_mma(ins, cc):
     amap = [mma_a(k16, i) for i in range(2 * na)]
     bmap = [mma_b(k16, i) for i in range(2 * nb)]
     cmap = [mma_c(i) for i in range(4)]
-    a_idx = np.concatenate([r * K + c for r, c in amap])          # element i of every lane, i major
-    b_idx = np.concatenate([k * 8 + n for k, n in bmap])
     c_idx = np.stack([r * 8 + c for r, c in cmap])                 # [4, 32]
+    # gathers: tile element -> position among the operand registers' 16-bit halves, taken as (register, lane,
+    # half) in the order np.array(registers).view(uint16) lays them out (the low half of a register first)
+    a_src = _gather([(r * K + c, i) for i, (r, c) in enumerate(amap)], 16 * K)
+    b_src = _gather([(k * 8 + n, i) for i, (k, n) in enumerate(bmap)], K * 8)
+    c_src = np.argsort(c_idx.reshape(-1), kind="stable")
     launch = cc.launch
 
-    def halves(regs):      # [nreg] x 32 lanes of b32 -> elements (2 per register, low half first) as float64
-        h = np.stack(regs).view(np.uint16).reshape(len(regs), LANES, 2).transpose(0, 2, 1).reshape(-1)
-        return bf16_to_f32(h).astype(np.float64) if dt == "bf16" else h.view(np.float16).astype(np.float64)
+    def tile(regs, src, rows, cols):
+        h = np.array(regs).view(np.uint16).reshape(-1)[src]
+        v = bf16_to_f32(h) if dt == "bf16" else h.view(np.float16)
+        return v.astype(np.float64).reshape(rows, cols)
 
     def run(w):
         _aligned(launch.cta, w, ins)
-        A = np.empty(16 * K)
-        B = np.empty(K * 8)
-        A[a_idx] = halves([r(w) for r in ra])
-        B[b_idx] = halves([r(w) for r in rb])
-        C = np.empty(16 * 8)
-        C[c_idx] = np.stack([r(w) for r in rc])
-        D = (A.reshape(16, K) @ B.reshape(K, 8) + C.reshape(16, 8)).astype(np.float32).reshape(-1)
+        A = tile([r(w) for r in ra], a_src, 16, K)
+        B = tile([r(w) for r in rb], b_src, K, 8)
+        C = np.array([r(w) for r in rc], np.float64).reshape(-1)[c_src].reshape(16, 8)
+        D = (A @ B + C).astype(np.float32).reshape(-1)[c_idx]
         pz = [q(w) for q in pin]
         P = None
         if any(x is not None for x in pz):
             P = _poison(pz, na, nb, amap, bmap, cmap, K)
         for i in range(4):
-            puts[i](w, D[c_idx[i]], P[i] if P is not None else None)
+            puts[i](w, D[i], P[i] if P is not None else None)
     return run
+
+
+def _gather(places, size):
+    """For each tile element (row-major, ``size`` of them), its index among the registers' 16-bit halves laid
+    out (register, lane, half); ``places``: (tile indices [32 lanes], element number i) for every element
+    i = 2 * register + half."""
+    src = np.full(size, -1, np.int64)
+    for tidx, i in places:
+        src[tidx] = (i // 2) * 2 * LANES + LANE_IDS.astype(np.int64) * 2 + i % 2
+    assert (src >= 0).all()
+    return src
 
 
 def _poison(pz, na, nb, amap, bmap, cmap, K):

@@ -255,7 +255,18 @@ def compile_setmaxnreg(ins, cc):
         if cur is not None and ((p[1] == "inc" and n < cur) or (p[1] == "dec" and n > cur)):
             cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"setmaxnreg.{p[1]} {n} with the current limit {cur}")
         w.maxnreg = n
+        _same_in_warp_group(cta, w, ins)
     return run
+
+
+def _same_in_warp_group(cta, w, ins):
+    """The k-th setmaxnreg of every warp of a warp group must be the same instruction (PTX ISA)."""
+    k = w.setmaxnreg_count
+    w.setmaxnreg_count = k + 1
+    first = cta.setmaxnreg_seen.setdefault((w.idx // 4, k), (w.idx, ins.line))
+    if first[1] != ins.line:
+        cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"warp {w.idx} executes setmaxnreg at PTX line {ins.line} where "
+                    f"warp {first[0]} of its warp group executed the one at PTX line {first[1]}")
 
 
 HANDLERS = {"wgmma": compile_wgmma, "setmaxnreg": compile_setmaxnreg}
