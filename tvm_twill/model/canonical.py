@@ -36,6 +36,9 @@ schedules can have two forms), never merged.
 """
 from __future__ import annotations
 
+#: The most schedules a top-k solve returns (``tvm-twill solve --top K``; a schedule file's
+#: ``alternatives`` hold at most one less).
+MAX_TOP_K = 64
 #: Automorphisms enumerated at most (see the module docstring).
 MAX_AUTOMORPHISMS = 720
 #: Partial assignments the automorphism search may visit.

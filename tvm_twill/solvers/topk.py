@@ -32,13 +32,11 @@ from dataclasses import replace
 
 from ..errors import InputError, SolverTimeoutError
 from ..model import check, make_schedule
-from ..model.canonical import automorphisms, canonical_form, canonical_roles, images
+from ..model.canonical import MAX_TOP_K, automorphisms, canonical_form, canonical_roles, images
 from .heuristic import register_peak
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, Deadline
 from .smt import JointProblem
 
-#: The most schedules ``top_k`` may ask for.
-MAX_TOP_K = 64
 #: Classes with one set of measures enumerated at most per round (then the first found, sorted).
 TIE_GROUP_MAX = 64
 
