@@ -127,10 +127,34 @@ def test_top_k_obeys_the_deadline_by_an_injected_clock():
     assert len(every) == 8 and full > plain + 20
     # time runs out during the search for the next best: fewer schedules, each valid, the first
     # unchanged, no error, and the search stops right after the limit
-    for limit in (plain + 5, (plain + full) // 2, full - 10):
+    counts = []
+    for limit in (plain + 5, (plain + full) // 2, full - 20):
         clock = _Clock()
         got = solve(g, m, top_k=8, deadline=Deadline(limit, clock=clock))
+        counts.append(len(got))
         assert 1 <= len(got) < 8
         assert got[0].ops == every[0].ops
         assert all(check(s, g, m) == [] for s in got)
         assert clock.now <= limit + 10
+    assert counts == sorted(counts) and counts[0] < counts[-1]  # more time, more schedules
+
+
+def test_twenty_op_graph_gets_k_distinct_valid_schedules():
+    """Two copies of the Hopper forward graph (20 ops): z3 cannot find the next class within its budget,
+    so the neighbours of the best fill in; still distinct, valid, in rank order, the first the plain one."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    from scale_graphs import copies
+    from tvm_twill.data import load_example
+
+    g = copies(load_example("fa_fwd_hopper"), 2)
+    prep = prepare(g)
+    pg, m = prep.graph, prep.machine
+    got = solve(g, time_limit=120, top_k=4)
+    assert len(got) == 4
+    assert all(check(s, pg, m) == [] for s in got)
+    assert len({_form(s, pg, m) for s in got}) == 4
+    keys = [_measures(s, pg, m) for s in got]
+    assert keys[1:] == sorted(keys[1:]) and keys[0][0] == min(k[0] for k in keys)
+    assert got[0].ops == solve(g, time_limit=120).ops

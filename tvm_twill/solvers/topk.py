@@ -20,11 +20,20 @@ the first-fit roles, which z3's model already numbers that way).  Each
 round finds the least length among the classes not yet blocked (bisection),
 then the least register peak at that length, then the largest time sum, and
 then every class with exactly those measures (at most ``TIE_GROUP_MAX``),
-sorted by canonical form.  The queries run under the tie-break budgets of
-``limits`` (deterministic) and the solve's deadline: when it passes, the
-classes found so far are returned (at least ``best``).  Times are bounded
-by ``smt.time_bound(ii)``, so the classes ranked are those whose span fits
-it; every schedule is checked by ``model.check``.
+sorted by canonical form.  The queries run under deterministic budgets
+(``FIND_RLIMIT`` for any next class, the tie-break budgets of ``limits``)
+and the solve's deadline: when it passes, the classes found so far are
+returned (at least ``best``).  Times are bounded by ``smt.time_bound(ii)``,
+so the classes ranked are those whose span fits it; every schedule is
+checked by ``model.check``.
+
+At scale (tens of ops) z3 may not find the next class within its budget;
+then the search at that ii ends with what z3 found and the best (by rank)
+of the valid schedules one move away from the known classes (an op one
+cycle or one stage earlier or later, or on another role; ``_neighbours``),
+and no larger ii is tried.  Those are valid and distinct and come in rank
+order, but are not proven to be the K best: the exact K best are what the
+tests compare with brute force, on small graphs.
 """
 from __future__ import annotations
 
@@ -35,10 +44,14 @@ from ..model import check, make_schedule
 from ..model.canonical import MAX_TOP_K, automorphisms, canonical_form, canonical_roles, images
 from .heuristic import register_peak
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, Deadline
-from .smt import JointProblem
+from .smt import JointProblem, time_bound
 
 #: Classes with one set of measures enumerated at most per round (then the first found, sorted).
 TIE_GROUP_MAX = 64
+#: rlimit of the query for any next class (past it: the neighbours of the known classes, ``_neighbours``).
+FIND_RLIMIT = 5_000_000
+#: Valid neighbours collected per schedule wanted before the best are kept.
+NEIGHBOURS_PER_SCHEDULE = 4
 
 
 def check_top_k(k) -> int:
@@ -80,7 +93,8 @@ def more_schedules(prep, best, k: int, *, options, deadline: Deadline, max_ii: i
     ii = best.ii
     while len(picked) < k - 1 and ii <= max_ii and not deadline.expired():
         try:
-            _at_ii(g, m, ii, rk, found, k - 1, picked, options, deadline)
+            if not _at_ii(g, m, ii, rk, found, k - 1, picked, options, deadline):
+                break  # z3's budget ran out at this ii: no ranking of larger ii after it
         except SolverTimeoutError:
             break
         ii += 1
@@ -115,35 +129,79 @@ def _block(problem, rk: _Ranker, times: dict, warps: dict) -> None:
         problem.solver.add(z3.Or(differ))
 
 
-def _at_ii(g, m, ii, rk: _Ranker, found: dict, need: int, out: list, options, dl: Deadline) -> None:
+def _at_ii(g, m, ii, rk: _Ranker, found: dict, need: int, out: list, options, dl: Deadline) -> bool:
     """Append to ``out`` the classes at ``ii`` in rank order until it holds ``need`` (or there are no
-    more); each as soon as it is found, so that a deadline passing keeps them (module docstring)."""
+    more); each as soon as it is found, so that a deadline passing keeps them (module docstring).
+    False when z3's budget cut the search (the neighbours of the known classes filled in)."""
     from .symmetry import order_constraints
     order = tuple(order_constraints(g, m)) if options.symmetry and rk.complete else ()
     problem = JointProblem(g, m, ii, cross_warp_sync=options.cross_warp_sync, deadline=dl, order=order)
     for (at, form), key in list(found.items()):
         if at == ii:
-            times = {n: t for n, (t, _) in zip(g.names, form)}
-            warps = {n: w for n, (_, w) in zip(g.names, form)}
-            _block(problem, rk, times, warps)
+            _block(problem, rk, *_unform(g, form))
     while len(out) < need:
-        r = _query(problem, dl, 0)
-        if r is None or r.status != "sat":
-            break
-        L, R, S = _least(problem, r, g, ii, dl)
-        group = 0
-        while group < TIE_GROUP_MAX:
+        r = _query(problem, dl, FIND_RLIMIT)
+        if r is not None and r.status != "sat":
+            return True  # every class at ii is found
+        cut = r is None
+        if not cut:
+            (L, R, S), r, cut = _least(problem, r, g, ii, dl)
+            _add(problem, rk, ii, r, found, out)  # the best left, as far as the budgets could tell
+        for _ in range(TIE_GROUP_MAX if not cut else 0):  # then every class with the same measures
             r = _query(problem, dl, TIE_BREAK_RLIMIT, max_length=L, max_regs=R, min_time_sum=S)
+            if r is None:
+                cut = True
             if r is None or r.status != "sat":
                 break
-            key = rk.key(ii, r.times, r.warps)
-            _block(problem, rk, r.times, r.warps)
-            if (ii, key[-1]) not in found:
-                found[(ii, key[-1])] = key
-                out.append((key, r.times, r.warps))
-                group += 1
-        if not group:
-            break
+            _add(problem, rk, ii, r, found, out)
+        if cut:  # z3's budget ran out: the order is no longer proven; fill in from the neighbours
+            _neighbours(g, ii, rk, found, need, out, options, dl)
+            return False
+    return True
+
+
+def _add(problem, rk: _Ranker, ii: int, r, found: dict, out: list) -> None:
+    """Block the class of z3's schedule ``r``; keep it when it is new."""
+    key = rk.key(ii, r.times, r.warps)
+    _block(problem, rk, r.times, r.warps)
+    if (ii, key[-1]) not in found:
+        found[(ii, key[-1])] = key
+        out.append((key, r.times, r.warps))
+
+
+def _unform(g, form: tuple) -> tuple[dict, dict]:
+    """(times, warps) of a canonical form: a member of its class."""
+    return {n: t for n, (t, _) in zip(g.names, form)}, {n: w for n, (_, w) in zip(g.names, form)}
+
+
+def _neighbours(g, ii, rk: _Ranker, found: dict, need: int, out: list, options, dl: Deadline) -> None:
+    """When z3 cannot find the next class within its budget (graphs of tens of ops): the valid schedules
+    one move away from the classes known at ``ii`` (an op one cycle or one stage earlier or later, or on
+    another role), breadth first, checked by ``model.check``; the best ``need`` by rank are added."""
+    from ..model import check as valid
+    bound = time_bound(g, rk.machine, ii)
+    frontier = [_unform(g, form) for (at, form) in found if at == ii]
+    fresh: list = []
+    while frontier and len(fresh) < NEIGHBOURS_PER_SCHEDULE * need and not dl.expired():
+        times, warps = frontier.pop(0)
+        roles = sorted(set(warps.values()))
+        for n in g.names:
+            moves = [({**times, n: times[n] + d}, warps) for d in (-ii, -1, 1, ii) if times[n] + d >= 0]
+            moves += [(times, {**warps, n: w}) for w in roles + [max(roles) + 1] if w != warps[n]]
+            for t, w in moves:
+                t0 = min(t.values())
+                if max(t.values()) - t0 > bound or max(w.values()) >= rk.machine.warp_groups:
+                    continue
+                s = make_schedule(g, rk.machine.name, ii, t, w, {op.name: op.cycles for op in g.ops})
+                if valid(s, g, rk.machine, cross_warp_sync=options.cross_warp_sync):
+                    continue
+                key = rk.key(ii, t, w)
+                if (ii, key[-1]) not in found:
+                    found[(ii, key[-1])] = key
+                    fresh.append((key, t, w))
+                    frontier.append((t, w))
+    fresh.sort(key=lambda x: x[0])
+    out += fresh[:need - len(out)]
 
 
 def _query(problem, dl: Deadline, rlimit: int, **bounds):
@@ -155,19 +213,20 @@ def _query(problem, dl: Deadline, rlimit: int, **bounds):
 
 
 def _least(problem, r, g, ii, dl):
-    """(length, register peak, time sum) of the best remaining class: bisection on each in turn,
-    as far as the budgets allow (the measures of the best schedule found otherwise)."""
+    """((length, register peak, time sum), the schedule that has them, whether a budget cut the bisection)
+    of the best remaining class: bisection on each measure in turn."""
     def length(q):
         return max(q.times[op.name] + op.cycles for op in g.ops)
 
-    cur = r
+    cur, cut = r, False
 
     def bisect(lo, hi, run, measure):
-        nonlocal cur
+        nonlocal cur, cut
         while lo < hi:
             mid = (lo + hi) // 2
             q = run(mid)
             if q is None:
+                cut = True
                 break
             if q.status == "sat":
                 cur, hi = q, measure(q)
@@ -184,7 +243,7 @@ def _least(problem, r, g, ii, dl):
     negS = bisect(-sum(L - op.cycles for op in g.ops), -sum(cur.times.values()),
                   lambda mid: _query(problem, dl, TIE_BREAK_RLIMIT, max_length=L, max_regs=R, min_time_sum=-mid),
                   lambda q: -sum(q.times.values()))
-    return L, R, -negS
+    return (L, R, -negS), cur, cut
 
 
 def top_list(best) -> list:
