@@ -158,3 +158,20 @@ def test_twenty_op_graph_gets_k_distinct_valid_schedules():
     keys = [_measures(s, pg, m) for s in got]
     assert keys[1:] == sorted(keys[1:]) and keys[0][0] == min(k[0] for k in keys)
     assert got[0].ops == solve(g, time_limit=120).ops
+
+
+def test_the_solve_cache_keys_top_k_and_renames_the_alternatives():
+    from tvm_twill.solvers import SolveCache
+    g, m = _two_heads(), machine(warp_groups=3)
+    renamed = Graph("heads2", tuple(Op(op.name + "_x", op.cycles, op.unit, regs=op.regs) for op in g.ops),
+                    tuple(Edge(e.src + "_x", e.dst + "_x", e.delay, e.distance) for e in g.edges), normalize=False)
+    cache = SolveCache()
+    one = cache.solve(g, m, options=SolveOptions(top_k=1))
+    three = cache.solve(g, m, options=SolveOptions(top_k=3))  # another key: solved again
+    assert cache.solves == 2 and not one.alternatives and len(three.alternatives) == 2
+    again = cache.solve(renamed, m, options=SolveOptions(top_k=3))  # the same graph by position: reused
+    assert cache.solves == 2 and cache.hits == 1
+    for s, r in zip([three, *three.alternatives], [again, *again.alternatives]):
+        assert r.graph == "heads2" and set(r.ops) == {n + "_x" for n in s.ops}
+        assert all(r.ops[n + "_x"] == p for n, p in s.ops.items())
+        assert check(r, renamed, m) == []
