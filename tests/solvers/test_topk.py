@@ -175,3 +175,13 @@ def test_the_solve_cache_keys_top_k_and_renames_the_alternatives():
         assert r.graph == "heads2" and set(r.ops) == {n + "_x" for n in s.ops}
         assert all(r.ops[n + "_x"] == p for n, p in s.ops.items())
         assert check(r, renamed, m) == []
+
+
+def test_progress_reports_the_search_for_the_next_best():
+    g, m = _two_heads(), machine(warp_groups=3)
+    seen = []
+    solve(g, m, time_limit=60, top_k=3, progress=seen.append)
+    phases = [p.phase for p in seen]
+    assert phases.index("top-k") > phases.index("done")
+    (top,) = [p for p in seen if p.phase == "top-k"]
+    assert "the next best schedules at ii=2" in top.line()

@@ -44,6 +44,7 @@ from ..model import check, make_schedule
 from ..model.canonical import MAX_TOP_K, automorphisms, canonical_form, canonical_roles, images
 from .heuristic import register_peak
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, Deadline
+from .progress import Progress
 from .smt import JointProblem, time_bound
 
 #: Classes with one set of measures enumerated at most per round (then the first found, sorted).
@@ -92,6 +93,9 @@ def more_schedules(prep, best, k: int, *, options, deadline: Deadline, max_ii: i
     picked: list = []  # (key, times, warps)
     ii = best.ii
     while len(picked) < k - 1 and ii <= max_ii and not deadline.expired():
+        if options.progress is not None:
+            lb = best.lower_bound.ii if best.lower_bound is not None else best.ii
+            options.progress(Progress("top-k", deadline.elapsed(), lb, best.ii, ii))
         try:
             if not _at_ii(g, m, ii, rk, found, k - 1, picked, options, deadline):
                 break  # z3's budget ran out at this ii: no ranking of larger ii after it
