@@ -7,7 +7,9 @@ solve (``solve(..., top_k=...)``, distinct up to renaming, in order of ii
 and the tie-break; docs/formats.md, "The K best schedules") turned into
 annotations as the plan's own is, keeping each distinct annotation that TVM
 can run as it is: legal for the dependences, async copies next to each
-other, within the stage bound and the block's shared memory.  They are not
+other, within the stage bound and the block's shared memory, at an ii no
+smaller than the plan's (when fitting the stages or shared memory made the
+plan's ii grow, a faster schedule that breaks those limits is left out).  They are not
 written on the loop; ``TwillPipeline(top_k=K)`` (``metaschedule``) samples
 one of them, or the plan's, for each tuning candidate.
 """
@@ -68,6 +70,8 @@ def plan_alternatives(ex, best: Schedule, best_ann: PipelineAnnotation, schedule
     for s in schedules:
         if len(out) >= top_k - 1:
             break
+        if s.ii < best.ii:  # the plan's own ii grew to fit (stages, shared memory): keep the order by ii
+            continue
         ann = refine(annotation_from_schedule(s, graph, asyncable, allow_async=True), graph, ms, s.ii)
         if _key(ann) in seen or ann.num_stages > cap or legality_violations(ann, graph) \
                 or not async_stages_contiguous(ann) or shared_overflow(ex, ann, m) > 0:
