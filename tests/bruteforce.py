@@ -186,3 +186,126 @@ def feasible_with_pressure(graph, machine, ii, *, max_nodes=None):
         return None
 
     return dfs(0, 0)
+
+
+# -- the K best classes (independent of tvm_twill.model.canonical and solvers.topk) --------------------
+def _graph_automorphisms(graph, machine):
+    """Every permutation of ops that keeps op attributes (but names) and edges: all n! tried."""
+    import itertools
+
+    def sig(op):
+        return (op.unit if op.rrt is None else None, op.rrt, op.cycles, op.regs, op.smem, op.tmem,
+                op.variable_latency, op.warps, _spill(op, machine), op.flops)
+
+    names = graph.names
+    edges = sorted((e.src, e.dst, e.delay, e.distance, e.blocking) for e in graph.edges)
+    out = []
+    for perm in itertools.permutations(names):
+        g = dict(zip(names, perm))
+        if all(sig(graph.op(n)) == sig(graph.op(g[n])) for n in names) and \
+                sorted((g[a], g[b], d, k, bl) for a, b, d, k, bl in edges) == edges:
+            out.append(g)
+    return out
+
+
+def _form(graph, machine, times, warps, autos):
+    """min over automorphisms of ((time - t0, role) in graph order), roles renumbered first-fit over
+    fixed-latency ops, the variable-latency role as warp_groups - 1."""
+    best = None
+    for g in autos:
+        t = {g[n]: times[n] for n in times}
+        w = {g[n]: warps[n] for n in warps}
+        t0 = min(t.values())
+        seen, rep = [], []
+        for op in graph.ops:
+            if op.variable_latency:
+                role = machine.warp_groups - 1
+            else:
+                if w[op.name] not in seen:
+                    seen.append(w[op.name])
+                role = seen.index(w[op.name])
+            rep.append((t[op.name] - t0, role))
+        rep = tuple(rep)
+        best = rep if best is None or rep < best else best
+    return best
+
+
+def _reg_peak(graph, ii, times, warps):
+    """Largest per-warp register sum over the cycles of one steady-state period, counted instance by instance."""
+    peak = 0
+    horizon = max(times.values()) + max((e.distance for e in graph.edges), default=0) * ii + 2 * ii
+    for tau in range(horizon, horizon + ii):
+        per = {}
+        for op in graph.ops:
+            ends = [times[e.dst] + e.distance * ii for e in graph.out_edges(op.name)]
+            if not ends or not op.regs:
+                continue
+            s, e = times[op.name], max(ends)
+            live = sum(1 for k in range(tau // ii + 2) if s + k * ii <= tau < e + k * ii)
+            per[warps[op.name]] = per.get(warps[op.name], 0) + live * op.regs
+        peak = max([peak, *per.values()])
+    return peak
+
+
+def time_span(graph, machine, ii):
+    """The span T(ii) = ii + (n-1) * max(dmax*ii, D + ii - 1) every schedule can be compressed into."""
+    n = len(graph.ops)
+    dmax = max((e.distance for e in graph.edges), default=0)
+    dd = max((e.delay + _spill(graph.op(e.src), machine) for e in graph.edges), default=0)
+    return ii + (n - 1) * max(dmax * ii, dd + ii - 1)
+
+
+def classes_at(graph, machine, ii, *, cross_warp_sync=False, max_nodes=None):
+    """{canonical form: (ii, length, reg peak, -time sum)} of every valid schedule at ii whose times
+    lie in [0, T(ii)] with the first at 0, found by enumerating times and first-fit warps."""
+    budget = _Budget(max_nodes)
+    ops = list(graph.ops)
+    T = time_span(graph, machine, ii)
+    autos = _graph_automorphisms(graph, machine)
+    cyc = {o.name: o.cycles for o in ops}
+    t, w, out = {}, {}, {}
+
+    def deps_ok(k):
+        placed = {o.name for o in ops[:k + 1]}
+        for e in graph.edges:
+            if e.src in placed and e.dst in placed:
+                s = _spill(graph.op(e.src), machine) if w[e.src] != w[e.dst] else 0
+                if t[e.dst] + e.distance * ii < t[e.src] + e.delay + s:
+                    return False
+        return True
+
+    def dfs(k, used):
+        if k == len(ops):
+            if min(t.values()) != 0:
+                return
+            s = make_schedule(graph, machine.name, ii, dict(t), dict(w), cyc)
+            if check(s, graph, machine, cross_warp_sync=cross_warp_sync):
+                return
+            form = _form(graph, machine, t, w, autos)
+            out[form] = (ii, s.length, _reg_peak(graph, ii, t, w), -sum(t.values()))
+            return
+        name = ops[k].name
+        for warp in range(min(machine.warp_groups, used + 1)):
+            for time in range(T + 1):
+                t[name], w[name] = time, warp
+                budget.spend()
+                if deps_ok(k):
+                    dfs(k + 1, max(used, warp + 1))
+        t.pop(name, None)
+        w.pop(name, None)
+
+    dfs(0, 0)
+    return out
+
+
+def k_best(graph, machine, k, ii_max, *, first=None, **kw):
+    """The k best classes as (key, form), ii by ii up to ii_max: ordered by (ii, length, reg peak,
+    -time sum), then ``first`` ((ii, form): the solver's own first choice) before the others, then form."""
+    out = []
+    for ii in range(1, ii_max + 1):
+        found = classes_at(graph, machine, ii, **kw)
+        out += sorted(((key, form) for form, key in found.items()),
+                      key=lambda x: (x[0], (x[0][0], x[1]) != first, x[1]))
+        if len(out) >= k:
+            break
+    return out[:k]

@@ -37,7 +37,9 @@ from .errors import InputError, ToolchainError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
                        read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, graph_to_dict, machine_to_dict)
+from .model.canonical import MAX_TOP_K
 from .model.pipeline import PipelineAnnotation
+from .plan_alternatives import plan_alternatives, schedules_wanted
 from .report import normalization_warning
 from .roofline import plan_prediction, serialized_ii
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
@@ -83,6 +85,8 @@ class AutoPipelineOptions:
     ``tvm_twill.cache.PlanCache`` whose solves, extractions and TVM verdicts
     are reused for identical loops (None: every call starts afresh).  ``quiet``: no progress lines (by
     default a plan that runs over a second reports each step on stderr, ``tvm_twill.plan_progress``).
+    ``top_k``: also plan up to ``top_k - 1`` next best annotations (``plan.alternatives``, not written;
+    ``tvm_twill.plan_alternatives``), for tuning to measure.
     """
 
     machine: object = None
@@ -94,9 +98,13 @@ class AutoPipelineOptions:
     warp_specialize: object = False
     cache: object = None
     quiet: bool = False
+    top_k: int = 1
 
     def __post_init__(self):
         check_max_stages(self.max_stages)
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or not 1 <= self.top_k <= MAX_TOP_K:
+            raise InputError(f"top_k must be an integer from 1 to {MAX_TOP_K} (how many annotations to plan), "
+                             f"got {self.top_k!r}")
         if not any(self.warp_specialize is c or self.warp_specialize == c for c in WS_CHOICES) \
                 or isinstance(self.warp_specialize, int) and not isinstance(self.warp_specialize, bool):
             raise InputError(f"warp_specialize must be False, True or 'auto', got {self.warp_specialize!r}")
@@ -154,6 +162,8 @@ class PipelinePlan:
     #: What ptxas said of the compiled kernel (``transforms.ptxas.PtxasMessage``s; ``with_ptxas``); None:
     #: not asked.
     ptxas: tuple | None = None
+    #: ``top_k``: the next best annotations (``plan_alternatives.PlanAlternative``, ranks 2..K), not written.
+    alternatives: tuple = ()
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -401,7 +411,7 @@ def _auto_nested(sch, loops, target, opts: AutoPipelineOptions) -> PipelinePlan:
     try:
         for i in order:
             plans.append(_auto_one(work, handle[i], target, opts if i == order[-1] else
-                                   opts.replace(apply=True, warp_specialize=False)))
+                                   opts.replace(apply=True, warp_specialize=False, top_k=1)))
     except TwillError:
         for rv, ann in zip(handle, saved):
             restore_annotation(work, rv, ann)
@@ -443,7 +453,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
     progress.begin(f"solving the {len(ex.stmts)}-statement loop (time limit {opts.time_limit:g}s)")
-    sched = solve(graph, ms, time_limit=opts.time_limit)
+    sched, others = _solve_top(solve, graph, ms, opts)
     progress.step(f"solved: ii {sched.ii * ex.quantum} cycles ({'optimal' if sched.optimal else 'best found'})")
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
@@ -463,7 +473,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not),
-                        wgmma=has_wgmma([sch.mod[ref.func].body]))
+                        wgmma=has_wgmma([sch.mod[ref.func].body]),
+                        alternatives=plan_alternatives(ex, sched, ann, others, ms, m, opts.top_k, opts.max_stages))
     fallback = ""
     if opts.warp_specialize is not False:
         try:
@@ -490,6 +501,15 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
             fallback = f" (warp_specialize='auto' fell back to the software pipeline: {err})"
     plan = _plain_outcome(sch, ref, plan, opts, m, cache)
     return replace(plan, outcome=plan.outcome + fallback)
+
+
+def _solve_top(solve, graph, ms, opts: AutoPipelineOptions):
+    """(the best schedule, the next best ones): ``top_k`` > 1 asks the solver for more (``plan_alternatives``)."""
+    if opts.top_k == 1:
+        return solve(graph, ms, time_limit=opts.time_limit), ()
+    from .solvers import SolveOptions
+    sched = solve(graph, ms, options=SolveOptions(time_limit=opts.time_limit, top_k=schedules_wanted(opts.top_k)))
+    return replace(sched, alternatives=()), sched.alternatives
 
 
 def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: Machine, cache) -> PipelinePlan:

@@ -4,7 +4,7 @@
 
     tvm-twill solve GRAPH.json [--machine NAME|FILE] [--json OUT] [--time-limit S]
                                [--cross-warp-sync] [--no-normalize] [--plot OUT.png]
-                               [--strict-normalization] [--quiet] [--encoding joint|paper]
+                               [--strict-normalization] [--quiet] [--encoding joint|paper] [--top K]
     tvm-twill example [NAME] [same options as solve]
     tvm-twill check GRAPH.json SCHEDULE.json [--machine NAME|FILE] [--cross-warp-sync]
     tvm-twill machines
@@ -52,6 +52,7 @@ from .data import example_names, load_example
 from .errors import InfeasibleError, InputError, NormalizationError, SolverTimeoutError, TwillError
 from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
                     schedule_to_dict)
+from .model.canonical import MAX_TOP_K
 from .roofline import graph_prediction
 from .solvers import SolveOptions, prepare, solve_prepared
 from .solvers.progress import StderrProgress, gap
@@ -82,8 +83,12 @@ def _solve_options(args):
         raise InputError(f"--time-limit must be > 0 seconds, got {t:g}")
     if not math.isfinite(t) or t > MAX_TIME_LIMIT:
         raise InputError(f"--time-limit must be > 0 seconds and at most {MAX_TIME_LIMIT:g}, got {t:g}")
+    if args.top < 1 or args.top > MAX_TOP_K:
+        raise InputError(f"--top must be a count of schedules from 1 to {MAX_TOP_K}, got {args.top}")
+    if args.top > 1 and args.encoding == "paper":
+        raise InputError("--encoding paper has no --top: use the default encoding for the K best schedules")
     return SolveOptions(time_limit=args.time_limit, cross_warp_sync=args.cross_warp_sync,
-                        normalize_objective=args.normalize_objective,
+                        normalize_objective=args.normalize_objective, top_k=args.top,
                         progress=None if args.quiet else StderrProgress(prefix=f"{PROG}: "))
 
 
@@ -180,12 +185,16 @@ def cmd_check(args) -> int:
     else:
         graph.validate_for(machine)
     violations = check(schedule, graph, machine, cross_warp_sync=args.cross_warp_sync)
+    for i, alt in enumerate(schedule.alternatives):  # --top K: every schedule of the file
+        violations += [f"alternatives[{i}]: {v}" for v in check(alt, graph, machine,
+                                                                 cross_warp_sync=args.cross_warp_sync)]
     for v in violations:
         print(v)
     if violations:
         print(f"{len(violations)} violation(s): the schedule is not valid for {graph.name} on {machine.name}")
         return 1
-    print(f"valid: {graph.name} on {machine.name}, ii={schedule.ii}, length={schedule.length}")
+    more = f" (and its {len(schedule.alternatives)} alternatives)" if schedule.alternatives else ""
+    print(f"valid: {graph.name} on {machine.name}, ii={schedule.ii}, length={schedule.length}{more}")
     return 0
 
 
@@ -214,6 +223,9 @@ def _add_solve_options(p):
     p.add_argument("--encoding", choices=("joint", "paper"), default="joint",
                    help="joint: the default z3 search (proves optimality); paper: the Twill paper's Algorithm 1 "
                         "with its op[v,i,t] encoding (Figures 4-6), slower, never claims optimality")
+    p.add_argument("--top", metavar="K", type=int, default=1,
+                   help="the K best schedules, distinct up to renaming, in order of ii then the tie-break "
+                        f"(1 to {MAX_TOP_K}; --json writes the 2nd.. as \"alternatives\", docs/formats.md)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress lines on stderr (solves longer than a second print them)")
     p.add_argument("--no-normalize", action="store_true",

@@ -73,6 +73,7 @@ def explain_plan(plan) -> str:
         except InputError as e:
             L.append(f"prediction: none ({e})")
     L.extend(f"warning: {w}" for w in plan.warnings)
+    L.extend(_alternatives(plan))
     L.append(f"result: {plan.outcome}")
     return "\n".join(L)
 
@@ -94,6 +95,21 @@ def _ptxas(plan) -> list[str]:
              f"in the code ptxas compiled ({serialized[0].reason}), which the model's graph does not describe, "
              f"so a re-solve could not tell which schedule avoids it; the prediction takes the serial cost")
     return L
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+
+
+def _alternatives(plan) -> list[str]:
+    """``top_k``: how each next best annotation differs from the plan's (the 1st)."""
+    alts = plan.alternatives
+    if not alts:
+        return []
+    head = (f"the {1 + len(alts)} best annotations (top_k={plan.options.top_k}; distinct kernels, in order of ii "
+            f"then the solver's tie-break; not written: metaschedule.TwillPipeline(top_k=...) samples them):")
+    first = (f"  1st: ii {plan.ii_cycles} cycles, stages {list(plan.annotation.stages)}, "
+             f"orders {list(plan.annotation.orders)} (above)")
+    return [head, first] + [f"  {_ordinal(a.rank)}: {a.difference}" for a in alts]
 
 
 def _limits(plan) -> list[str]:

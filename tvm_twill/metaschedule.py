@@ -37,14 +37,15 @@ from __future__ import annotations
 
 import collections
 import logging
+import random
 from dataclasses import dataclass, replace
 
 from .api import AutoPipelineOptions, auto_pipeline
 from .cache import SHARED
 from .errors import TwillError, UnsupportedLoopError
-from .frontend import machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
-from .frontend.ir import meta_schedule_postproc_base, meta_schedule_verify_gpu_code
-from .transforms import remove_annotation, restore_annotation
+from .frontend import inject_pipeline, machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
+from .frontend.ir import fingerprint, meta_schedule_postproc_base, meta_schedule_verify_gpu_code
+from .transforms import apply_annotation, async_waits, remove_annotation, restore_annotation
 
 __all__ = ["NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "target_machine"]
 
@@ -125,7 +126,8 @@ def target_machine(target, machine=None):
     return m
 
 
-def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cache=None, check=None) -> Replan:
+def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cache=None, check=None,
+                     top_k: int = 1, rng=None) -> Replan:
     """Replace every software-pipeline annotation of ``sch`` by auto_pipeline's; returns a ``Replan``.
 
     Loops nested in one another are planned together, innermost first; loops
@@ -138,16 +140,19 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
     ``tvm_twill.cache.PlanCache`` (None: none).  ``check``: a callable
     ``check(sch) -> str`` run after a nest is re-planned; a non-empty answer
     rejects the plan (the nest gets its annotations back, the answer is the
-    reason).
+    reason).  ``top_k`` > 1 with ``rng`` (a ``random.Random``): each nest gets one of its ``top_k`` best
+    annotations (``PipelinePlan.alternatives``), drawn uniformly by ``rng``; one TVM rejects gives way
+    to the best.
     """
-    opts = AutoPipelineOptions(machine=target_machine(target, machine), time_limit=time_limit, cache=cache)
+    opts = AutoPipelineOptions(machine=target_machine(target, machine), time_limit=time_limit, cache=cache,
+                               top_k=top_k)
     try:
         nests = pipeline_nests(sch)
     except Exception as err:  # noqa: BLE001 - a schedule TVM or tvm_twill cannot walk: every nest kept
         reason = _reason(err)
         log.info("the candidate keeps its pipeline annotations: %s", reason)
         return Replan(nests=(NestOutcome(loops=(), before=(), reason=reason),), mod=sch.mod)
-    outcomes = [_replan_nest(sch, nest, target, opts, check) for nest in nests]
+    outcomes = [_replan_nest(sch, nest, target, opts, check, rng) for nest in nests]
     return Replan(nests=tuple(outcomes), mod=sch.mod)
 
 
@@ -159,7 +164,7 @@ def _reason(err) -> str:
     return f"{tag}: {line}" if line else tag
 
 
-def _replan_nest(sch, nest, target, opts, check) -> NestOutcome:
+def _replan_nest(sch, nest, target, opts, check, rng=None) -> NestOutcome:
     """Re-plan one nest (LoopRefs, outermost first); on any failure its annotations go back, reason kept."""
     loops = tuple(r.name for r in nest)
     rvs = [r.rv for r in nest]
@@ -169,6 +174,8 @@ def _replan_nest(sch, nest, target, opts, check) -> NestOutcome:
         for rv in rvs:
             remove_annotation(sch, rv)
         plan = auto_pipeline(sch, rvs if len(rvs) > 1 else rvs[0], target, opts)
+        if rng is not None and plan.alternatives:
+            plan = _sample(sch, rvs[0], plan, rng, opts.cache)
         rejected = check(sch) if check is not None and _changed(plan) else ""
         if rejected:
             raise UnsupportedLoopError(rejected)
@@ -188,6 +195,28 @@ def _replan_nest(sch, nest, target, opts, check) -> NestOutcome:
     return NestOutcome(loops=loops, before=before, plan=plan)
 
 
+def _sample(sch, rv, plan, rng: random.Random, cache):
+    """One of the plan's annotation and its alternatives, drawn by ``rng``, written on the loop ``rv``."""
+    pick = rng.randrange(1 + len(plan.alternatives))
+    if pick == 0:
+        return plan
+    alt = plan.alternatives[pick - 1]
+    apply_annotation(sch, rv, alt.annotation)
+    try:
+        inject_pipeline(sch.mod) if cache is None else cache.verify(sch.mod)
+    except UnsupportedLoopError as err:  # TVM refuses it: the best one, as auto_pipeline wrote it
+        apply_annotation(sch, rv, plan.annotation)
+        log.info("loop %s keeps its best annotation: TVM refuses the sampled one ranked %d (%s)", plan.loop,
+                 alt.rank, _reason(err))
+        return plan
+    ann, trips = alt.annotation, plan.extraction.trip_count
+    waits = async_waits(ann, plan.graph, trips if trips is not None else 2 * ann.num_stages + 1) \
+        if ann.async_stages else ()
+    return replace(plan, schedule=alt.schedule, annotation=ann, waits=waits, applied=True,
+                   outcome=f"applied the annotation ranked {alt.rank} of {1 + len(plan.alternatives)} (sampled, "
+                           f"top_k={plan.options.top_k}) to loop '{plan.loop}'")
+
+
 def _changed(plan) -> bool:
     """Whether the plan (or a nested one) left the loops different from unannotated."""
     return plan.applied or any(p.applied for p in plan.inner)
@@ -204,12 +233,19 @@ class TwillPipeline(_PyPostproc):
     the ``Replan`` of the latest candidates (at most ``HISTORY``), shared by
     every clone; ``verify_gpu_code``: check re-planned candidates with
     MetaSchedule's VerifyGPUCode for the target (as the default postprocessors
-    do before this one).
+    do before this one).  ``top_k`` > 1: each candidate's nests get one of
+    their ``top_k`` best annotations (``auto_pipeline(..., top_k=...)``),
+    drawn uniformly, so that measuring on the GPU picks the fastest; drawn
+    with MetaSchedule's random state (``sch.fork_seed()``), or with ``seed``
+    and the candidate's module (the same candidate, the same draw).
     """
 
     def __init__(self, time_limit: float = 10.0, machine=None, cache=SHARED, verify_gpu_code: bool = True,
-                 history=None):
+                 history=None, top_k: int = 1, seed: int | None = None):
         super().__init__()
+        AutoPipelineOptions(top_k=top_k)  # a bad count is refused here, not per candidate
+        self.top_k = top_k
+        self.seed = seed
         self.time_limit = time_limit
         self.machine = machine
         self.cache = cache
@@ -250,7 +286,8 @@ class TwillPipeline(_PyPostproc):
                              "tvm_twill.metaschedule.replan_pipelines(sch, target))")
         try:
             replan = replan_pipelines(sch, self.target, machine=self.machine, time_limit=self.time_limit,
-                                      cache=self.cache, check=self._check if self._verifier is not None else None)
+                                      cache=self.cache, check=self._check if self._verifier is not None else None,
+                                      top_k=self.top_k, rng=self._rng(sch))
         except Exception as err:  # noqa: BLE001 - e.g. a target without a model: the candidate as the rule made it
             reason = _reason(err)
             log.info("the candidate keeps its pipeline annotations: %s", reason)
@@ -258,9 +295,18 @@ class TwillPipeline(_PyPostproc):
         self.history.append(replan)
         return True
 
+    def _rng(self, sch):
+        """The draw among the K best of this candidate (None: K = 1, nothing to draw)."""
+        if self.top_k == 1:
+            return None
+        if self.seed is None:
+            return random.Random(sch.fork_seed())  # MetaSchedule's random state (its seed, per candidate)
+        return random.Random(f"{self.seed}:{fingerprint(sch.mod)}")
+
     def clone(self):
         twin = TwillPipeline(time_limit=self.time_limit, machine=self.machine, cache=self.cache,
-                             verify_gpu_code=self.verify_gpu_code, history=self.history)
+                             verify_gpu_code=self.verify_gpu_code, history=self.history, top_k=self.top_k,
+                             seed=self.seed)
         twin.target, twin._verifier = self.target, self._verifier  # the same tuning context
         return twin
 

@@ -308,5 +308,61 @@ def render(schedule, graph, machine) -> str:
     """The full report printed by ``tvm-twill solve``."""
     sections = [header(schedule, graph), lower_bound(schedule, graph, machine),
                 attempts(schedule), preparation(schedule, graph), ops(schedule, graph), steady_state(schedule),
-                warp_roles(schedule, graph, machine), pipeline(schedule, graph, machine)]
+                warp_roles(schedule, graph, machine), pipeline(schedule, graph, machine),
+                alternatives(schedule, graph)]
     return "\n\n".join(s for s in sections if s) + "\n"
+
+
+#: Ops whose stage changed that ``difference`` names one by one (then "and N more").
+DIFFERENCES_LISTED = 4
+
+
+def _roles(schedule, graph) -> list:
+    """The ops grouped by warp role, each group and the groups in graph order (names of roles aside)."""
+    groups: dict = {}
+    for n in graph.names:
+        groups.setdefault(schedule.ops[n].warp, []).append(n)
+    return list(groups.values())
+
+
+def _listed(items: list, what: str) -> list:
+    extra = len(items) - DIFFERENCES_LISTED
+    return items[:DIFFERENCES_LISTED] + ([f"and {extra} more {what}"] if extra > 0 else [])
+
+
+def difference(best, other, graph) -> str:
+    """How ``other`` differs from ``best`` (one line): ii, length, register peak, stages, issue times
+    within a stage, order, roles."""
+    parts = ["ii same" if other.ii == best.ii else f"ii {best.ii}\u2192{other.ii}"]
+    if other.length != best.length:
+        parts.append(f"length {best.length}\u2192{other.length}")
+    regs = (max(register_peaks(best, graph).values()), max(register_peaks(other, graph).values()))
+    if regs[0] != regs[1]:
+        parts.append(f"register peak {regs[0]}\u2192{regs[1]}")
+    a, b = best.ops, other.ops
+    parts += _listed([f"stage of {n} {a[n].stage}\u2192{b[n].stage}" for n in graph.names
+                      if a[n].stage != b[n].stage], "stage(s)")
+    parts += _listed([f"time of {n} {a[n].time}\u2192{b[n].time}" for n in graph.names
+                      if a[n].stage == b[n].stage and a[n].time != b[n].time], "time(s)")
+    if best.in_order() != other.in_order():
+        parts.append(f"order {', '.join(best.in_order())} \u2192 {', '.join(other.in_order())}")
+    if _roles(best, graph) != _roles(other, graph):
+        show = lambda s: " ".join("{" + ", ".join(g) + "}" for g in _roles(s, graph))  # noqa: E731
+        parts.append(f"roles {show(best)} \u2192 {show(other)}")
+    return ", ".join(parts)
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+
+
+def alternatives(schedule, graph) -> str:
+    """The K best schedules (``schedule`` and its ``alternatives``), each with how it differs from the 1st."""
+    if not schedule.alternatives:
+        return ""
+    lines = [f"the {1 + len(schedule.alternatives)} best schedules (distinct up to renaming; "
+             "docs/formats.md, \"The K best schedules\"):",
+             f"  1st: ii {schedule.ii}, length {schedule.length}, {schedule.num_stages} stage(s) (above)"]
+    for k, alt in enumerate(schedule.alternatives, start=2):
+        lines.append(f"  {_ordinal(k)}: {difference(schedule, alt, graph)}")
+    return "\n".join(lines)

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from ..errors import FormatError, GraphError, MachineError
+from .canonical import MAX_TOP_K
 from .graph import MAX_INT, Edge, Graph, Op, bad_char, show_int
 from .machine import MACHINE_FORMAT, Machine, get_machine
 from .schedule import SCHEDULE_FORMAT, Attempt, LowerBound, Placement, Schedule
@@ -293,12 +294,14 @@ def schedule_to_dict(s: Schedule) -> dict:
         doc["normalization"] = s.normalization
     if s.streaming is not None:
         doc["streaming"] = s.streaming
+    if s.alternatives:  # the next best schedules (--top K), each a schedule document of its own
+        doc["alternatives"] = [schedule_to_dict(a) for a in s.alternatives]
     return doc
 
 
 _RESULTS = ("sat", "unsat", "timeout", "skipped")
 _SCHED_KEYS = {"format", "graph", "machine", "ii", "length", "optimal", "lower_bound", "cycles", "ops",
-               "solve_seconds", "attempts", "normalization", "streaming", "prediction"}
+               "solve_seconds", "attempts", "normalization", "streaming", "prediction", "alternatives"}
 
 
 def schedule_from_dict(doc, ctx: str = "") -> Schedule:
@@ -364,7 +367,27 @@ def schedule_from_dict(doc, ctx: str = "") -> Schedule:
                     cycles={n: _int(c, f"cycles of '{n}'", ctx) for n, c in cycles.items()},
                     optimal=_bool(d.get("optimal", False), "optimal", ctx), lower_bound=lb,
                     solve_seconds=_num(d.get("solve_seconds", 0.0), "solve_seconds", ctx), attempts=tuple(attempts),
-                    normalization=norm, streaming=stream)
+                    normalization=norm, streaming=stream, alternatives=_alternatives(d, ctx))
+
+
+def _alternatives(d: dict, ctx: str) -> tuple:
+    """The ``alternatives`` of a schedule document (docs/formats.md): schedules of the same graph and
+    machine, none with alternatives of its own, at most ``MAX_TOP_K - 1``."""
+    items = _list(d.get("alternatives", []), "alternatives", ctx)
+    if len(items) > MAX_TOP_K - 1:
+        raise FormatError(f"{_where(ctx)}alternatives has {len(items)} schedules; at most {MAX_TOP_K - 1} "
+                          f"(--top {MAX_TOP_K})")
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and "alternatives" in item:
+            raise FormatError(f"{_where(ctx)}alternatives[{i}] has alternatives of its own: list every "
+                              "schedule in the top-level alternatives")
+        a = schedule_from_dict(item, f"{_where(ctx)}alternatives[{i}]")
+        if (a.graph, a.machine) != (d["graph"], d["machine"]):
+            raise FormatError(f"{_where(ctx)}alternatives[{i}] is a schedule of graph '{a.graph}' on "
+                              f"'{a.machine}', not of '{d['graph']}' on '{d['machine']}'")
+        out.append(a)
+    return tuple(out)
 
 
 # -- files -----------------------------------------------------------------

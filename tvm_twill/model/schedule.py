@@ -60,9 +60,13 @@ class Schedule:
     normalization: dict | None = field(default=None, compare=False)
     #: Optional extension: streaming loads given zero latency (section 5.3) and their ring depth.
     streaming: dict | None = field(default=None, compare=False)
+    #: Optional extension: the next best schedules, distinct up to renaming (``solve(..., top_k=K)``,
+    #: ``tvm-twill solve --top K``; docs/formats.md, "The K best schedules"), in rank order.
+    alternatives: tuple = field(default=(), compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "ops", dict(self.ops))
+        object.__setattr__(self, "alternatives", tuple(self.alternatives))
         object.__setattr__(self, "cycles", dict(self.cycles))
         object.__setattr__(self, "attempts", tuple(self.attempts))
 

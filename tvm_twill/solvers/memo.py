@@ -190,8 +190,14 @@ def _renamed(solved: _Solved, name: str, names: tuple):
     """The cached schedule for a graph called ``name`` whose ops are ``names`` (same positions)."""
     s = solved.schedule
     if names == solved.names:
-        return s if s.graph == name else replace(s, graph=name)
-    to = dict(zip(solved.names, names))
+        return s if s.graph == name else replace(s, graph=name,
+                                                 alternatives=tuple(replace(a, graph=name) for a in s.alternatives))
+    return _rename(s, name, dict(zip(solved.names, names)))
+
+
+def _rename(s, name: str, to: dict):
+    """``s`` (and its alternatives) for graph ``name``, its ops renamed by ``to``."""
     streaming = None if s.streaming is None else {**s.streaming, "ops": [to[n] for n in s.streaming["ops"]]}
     return replace(s, graph=name, ops={to[n]: p for n, p in s.ops.items()},
-                   cycles={to[n]: c for n, c in s.cycles.items()}, streaming=streaming)
+                   cycles={to[n]: c for n, c in s.cycles.items()}, streaming=streaming,
+                   alternatives=tuple(_rename(a, name, to) for a in s.alternatives))

@@ -24,7 +24,8 @@ class Progress:
 
     ``phase``: ``"incumbent"`` (the heuristic's schedule is in hand),
     ``"proving"`` (the exact search decides ``ii``), ``"tie-breaks"`` (ii is
-    proven optimal; shortest length etc.), ``"done"``.  ``incumbent``: ii of
+    proven optimal; shortest length etc.), ``"done"``, then with ``top_k``
+    ``"top-k"`` (the next best schedules are sought at ``ii``).  ``incumbent``: ii of
     the best valid schedule so far (None: none yet); ``lower_bound``: every ii
     below it is proven impossible; ``elapsed``: seconds since the solve began.
     """
@@ -43,7 +44,8 @@ class Progress:
         inc = "none yet" if self.incumbent is None else f"ii={self.incumbent}"
         g = "" if self.gap is None else f" (gap {100 * self.gap:.1f}%)"
         what = {"incumbent": "heuristic done", "proving": f"proving ii={self.ii}",
-                "tie-breaks": f"ii={self.ii} optimal, tie-breaks", "done": "done"}.get(self.phase, self.phase)
+                "tie-breaks": f"ii={self.ii} optimal, tie-breaks", "done": "done",
+                "top-k": f"the next best schedules at ii={self.ii}"}.get(self.phase, self.phase)
         return f"[{self.elapsed:6.1f}s] {what}; incumbent {inc}, lower bound {self.lower_bound}{g}"
 
 

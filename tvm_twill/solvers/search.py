@@ -87,6 +87,7 @@ from .progress import Progress
 from .prune import refute_every_ii
 from .smt import JointProblem, SmtResult
 from .symmetry import order_constraints
+from .topk import check_top_k, more_schedules, top_list
 
 SOLVER = "smt"
 #: ``Attempt.solver`` of the incumbent heuristic's schedule.
@@ -115,6 +116,8 @@ class SolveOptions:
     limit ends the normalization ZLP, normalize by the best scaled rounding;
     ``symmetry``: order interchangeable copies in the z3 model (``symmetry``).
     ``progress``: a callback taking ``progress.Progress`` reports (None: silent).
+    ``top_k``: also find the next best schedules, distinct up to renaming, up to
+    ``top_k`` in all (``topk``; the schedule's ``alternatives``).
     """
 
     time_limit: float = 30.0
@@ -127,6 +130,10 @@ class SolveOptions:
     fallback: bool = True
     symmetry: bool = True
     progress: Callable | None = field(default=None, compare=False)
+    top_k: int = 1
+
+    def __post_init__(self):
+        check_top_k(self.top_k)
 
 
 @dataclass(frozen=True)
@@ -209,8 +216,13 @@ def default_max_ii(graph, machine) -> int:
 
 
 def solve(graph, machine=None, *, time_limit: float | None = None, options: SolveOptions | None = None,
-          deadline: Deadline | None = None, progress: Callable | None = None):
+          deadline: Deadline | None = None, progress: Callable | None = None, top_k: int | None = None):
     """The schedule with the smallest ii (then length) for ``graph`` on ``machine``.
+
+    ``top_k``: a list of up to ``top_k`` schedules instead, distinct up to
+    renaming, in order of ii and then of the tie-break (``topk``); the first
+    is the schedule ``solve`` returns without it.  The time limit covers them
+    all: when it passes, the list holds those found so far (at least one).
 
     ``time_limit`` (default ``options.time_limit``) seconds cover the whole
     call; a caller with its own ``limits.Deadline`` passes ``deadline``
@@ -224,8 +236,11 @@ def solve(graph, machine=None, *, time_limit: float | None = None, options: Solv
         opts = replace(opts, time_limit=time_limit)
     if progress is not None:
         opts = replace(opts, progress=progress)
+    if top_k is not None:
+        opts = replace(opts, top_k=check_top_k(top_k))
     dl = Deadline.of(deadline, opts.time_limit)
-    return solve_prepared(prepare(graph, machine, opts, deadline=dl), opts, deadline=dl)
+    best = solve_prepared(prepare(graph, machine, opts, deadline=dl), opts, deadline=dl)
+    return best if top_k is None else top_list(best)
 
 
 def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadline: Deadline | None = None,
@@ -243,6 +258,11 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         dl = prep.deadline if prep.deadline is not None and prep.deadline.limit == opts.time_limit \
             else Deadline(opts.time_limit)
     g, m = prep.graph, prep.machine
+    if opts.top_k > 1:  # the best one, then the next best (topk), under the same deadline
+        best = solve_prepared(prep, replace(opts, top_k=1), deadline=dl, progress=progress)
+        max_ii = max(best.ii, opts.max_ii or default_max_ii(g, m))
+        return replace(best, alternatives=more_schedules(prep, best, opts.top_k, options=opts, deadline=dl,
+                                                         max_ii=max_ii))
     res, rec = res_mii(g, m), rec_mii(g)
     window = critical_path(g)
     lb = max(res, rec)
