@@ -96,6 +96,7 @@ def _ptxas(plan) -> list[str]:
              f"so a re-solve could not tell which schedule avoids it; the prediction takes the serial cost")
     return L
 
+
 def _ordinal(k: int) -> str:
     return f"{k}{'th' if 10 <= k % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
