@@ -91,3 +91,34 @@ def test_ws_attention_long_kv_emulates_against_numpy(arch, causal):
     report, err = _emulate(s, f, arch, n)
     assert report.findings == [] and report.ok
     assert err < 2e-2
+
+
+def _copy_nest(cond_of):
+    """for i: for v (vectorized 8): X[i*8+v] = if_then_else(cond_of(i, v), G[i*8+v], 0)."""
+    from tvm.script import tirx as T
+
+    from tvm_twill.frontend.ir import tirx
+    g = tirx.decl_buffer((64,), "float16", name="G")
+    x = tirx.decl_buffer((64,), "float16", name="X", scope="shared")
+    i, v, n = tirx.Var("i", "int32"), tirx.Var("v", "int32"), tirx.Var("n", "int32")
+    idx = i * 8 + v
+    store = tirx.BufferStore(x, T.if_then_else(cond_of(i, v, n), tirx.BufferLoad(g, [idx]), T.float16(0)), [idx])
+    nest = tirx.For(i, 0, 8, tirx.ForKind.SERIAL, tirx.For(v, 0, 8, tirx.ForKind.VECTORIZED, store))
+    return nest, x, n, i
+
+
+def test_zero_filling_copy_is_a_producer_copy_with_its_condition():
+    from tvm_twill.transforms.ws_roles import parse_copy
+    nest, x, n, i = _copy_nest(lambda i, v, n: tvm.tirx.floordiv(i * 8 + v, 8) < n)
+    c = parse_copy(nest, [x])
+    assert c.fill is not None and isinstance(c.store.value, tvm.ir.expr.TensorLoad)
+    ana = tvm.sym.Analyzer()
+    assert ana.can_prove_equal(tvm.tirx.Cast("int32", c.fill), tvm.tirx.Cast("int32", i < n))  # uniform per vector
+
+
+def test_zero_filling_copy_varying_within_a_vector_is_refused():
+    from tvm_twill.errors import UnsupportedLoopError
+    from tvm_twill.transforms.ws_roles import parse_copy
+    nest, x, _, _ = _copy_nest(lambda i, v, n: i * 8 + v < n)
+    with pytest.raises(UnsupportedLoopError, match="condition that varies within a vector"):
+        parse_copy(nest, [x])
