@@ -5,7 +5,8 @@ ragged tail), its extent is symbolic, and the consumer warps write the Q tile to
 loop.  ``auto_pipeline(..., warp_specialize=True)`` gives a producer warp streaming K / V through
 mbarrier rings (cp.async with src-size 0 where the row is past ``n``) and the block's warps as one
 consumer group; the kernel compiles (rings in the source, 0 spills) and runs on the CPU PTX emulator
-against numpy (fp32 softmax) with zero findings over two interleavings, on two CTAs.
+against numpy (fp32 softmax) with zero findings over two interleavings, on two CTAs (head dim 64;
+slow: 128 too, and sm_90a).
 """
 import re
 
@@ -25,10 +26,10 @@ from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
 BN = AttentionShape().block_n
 
 
-def _ws_kernel(arch: str, causal: bool):
+def _ws_kernel(arch: str, causal: bool, d: int = 64):
     """(shape, plan, built module, CUDA source) of the warp-specialized kernel: one head, two query
-    blocks (two CTAs), head dim 64."""
-    s = AttentionShape(head_dim=64, causal=causal, heads=1, q_len=128)
+    blocks (two CTAs), head dim ``d``."""
+    s = AttentionShape(head_dim=d, causal=causal, heads=1, q_len=128)
     sch = tvm.s_tir.Schedule(fa_forward(s))
     plan = auto_pipeline(sch, KV_LOOP, arch, warp_specialize=True, time_limit=60)
     f = tvm_twill.build(sch, arch, plan)
@@ -81,10 +82,11 @@ def test_ws_attention_sm80_emulates_against_numpy(sm80, tiles):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch,causal", [("sm_80", True), ("sm_90a", False), ("sm_90a", True)])
-def test_ws_attention_long_kv_emulates_against_numpy(arch, causal):
+@pytest.mark.parametrize("arch,causal,d", [("sm_80", True, 64), ("sm_90a", False, 64), ("sm_90a", True, 64),
+                                           ("sm_80", False, 128)])
+def test_ws_attention_long_kv_emulates_against_numpy(arch, causal, d):
     """Trip count past twice the ring depth (every slot reused at both phases), ragged tail."""
-    s, plan, f, src = _ws_kernel(arch, causal)
+    s, plan, f, src = _ws_kernel(arch, causal, d)
     _check_source(src, arch)
     depth = plan.warp_specialization.ring_depth
     n = 2 * depth * BN + 5                      # 2 * depth + 1 tiles
