@@ -254,7 +254,7 @@ def _parse_body(text, start, end, name, params, line) -> Kernel:
             scopes.pop()
             i += 1
             continue
-        if text.startswith((".loc", ".pragma", ".file"), i):
+        if re.match(r"\.(loc|pragma|file)\s", text[i:i + 8]):  # not ".local", a variable
             eol = text.find("\n", i)
             eol = end if eol < 0 or eol > end else eol
             if text.startswith(".loc", i):

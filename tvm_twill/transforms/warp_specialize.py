@@ -66,7 +66,7 @@ from ..frontend.ir import substitute as _subst
 from ..model.wgmma_layout import ATOM_BYTES
 from . import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
-from .tir_util import flatten_seq, i32, u32, uses_var
+from .tir_util import flatten_seq, i32, path_to, stores, u32, uses_var
 from .ws_barriers import (
     ConsumerLoop,
     ProducerLoop,
@@ -114,7 +114,8 @@ def _role_branch(ws: WsLoop, rings: Rings, th: WsThreads, prod: ProducerLoop, co
     """The new body of the innermost thread binding: rings, barriers, warp index, init, the two roles."""
     inner_attr = ws.path[ws.inner_i]
     loop = ws.loop
-    branch = tvm_ffi.structural_map(inner_attr.body, [(tirx.For, lambda f: cons.placed if f.same_as(loop) else f)],
+    prologue, rest = _split_prologue(ws, th, inner_attr.body)
+    branch = tvm_ffi.structural_map(rest, [(tirx.For, lambda f: cons.placed if f.same_as(loop) else f)],
                                     order="post")
     return tirx.SeqStmt([
         *rings.allocs,
@@ -123,11 +124,44 @@ def _role_branch(ws: WsLoop, rings: Rings, th: WsThreads, prod: ProducerLoop, co
         tirx.AllocBuffer(rings.done, {}),
         *[_pad(v, r, eb) for v, r, eb in rings.pads.values()],
         tirx.Bind(th.warp, T.tvm_warp_shuffle(u32(0xFFFFFFFF), tirx.floordiv(th.lin, 32), i32(0), i32(32), i32(32))),
+        *prologue,
         tirx.IfThenElse(th.lin == 0, tirx.SeqStmt(barrier_init(ws, rings, th, prod.full_count)), None),
         tirx.Evaluate(T.tvm_storage_sync("shared")),
         tirx.IfThenElse(th.warp >= th.consumer_warps, tirx.SeqStmt(producer_role(th, list(prod.stmts))),
                         consumer_role(th, branch)),
     ])
+
+
+def _split_prologue(ws: WsLoop, th: WsThreads, body):
+    """(hoisted prologue, the rest of ``body``): when statements before the loop write shared memory the loop
+    reads, TVM's ThreadSync needs a CTA barrier between them, which it cannot place inside the consumers'
+    branch; so they run before the role branch, guarded to the consumer threads that ran them, and the
+    barrier after the mbarrier init orders them.  Declarations stay unguarded (their scope is the rest);
+    the order of the statements is kept.  No shared store before the loop: ([], body), nothing moved."""
+    seq = flatten_seq(body)
+    at = next(i for i, st in enumerate(seq) if uses_loop(st, ws.loop))
+    decl = (tirx.AllocBuffer, tirx.Bind)
+    if not any(st.buffer.scope().startswith("shared") for x in seq[:at] if not isinstance(x, decl)
+               for st in stores(x)):
+        return [], body
+    out, run = [], []
+    for x in seq[:at]:
+        if isinstance(x, decl):
+            if run:
+                out.append(tirx.IfThenElse(th.warp < th.consumer_warps, tirx.SeqStmt(run), None))
+                run = []
+            out.append(x)
+        else:
+            run.append(x)
+    if run:
+        out.append(tirx.IfThenElse(th.warp < th.consumer_warps, tirx.SeqStmt(run), None))
+    rest = seq[at:]
+    return out, rest[0] if len(rest) == 1 else tirx.SeqStmt(rest)
+
+
+def uses_loop(stmt, loop) -> bool:
+    """Is ``loop`` ``stmt`` or inside it?"""
+    return path_to(stmt, lambda x: x.same_as(loop)) is not None
 
 
 def _pad(var, ring, eb):

@@ -113,13 +113,20 @@ def _lane_copy(ws: WsLoop, rings: Rings, c, ring, n: int, eb: int, vlen: int, sl
     vsub = [(c.vec[0], c.vec[1])] if c.vec else []
     dst_ptr = ring.ptr_to([_subst(c.store.indices[0] + slot * n, vsub)])
     src = c.store.value
-    src_ptr = src.source.ptr_to([_subst(src.indices[0], vsub)])
+    src_i = _subst(src.indices[0], vsub)
+    if c.fill is not None:  # zero-fill: read no byte where the condition fails (the source then at element 0)
+        src_i = tirx.Select(_subst(c.fill, vsub), src_i, tirx.const(0, src_i.ty.dtype))
+    src_ptr = src.source.ptr_to([src_i])
     if ws.bulk:
         plan = (f"{c.dst.name}: {ws.n_threads * math.prod(const_int(e) for _, _, e in c.loops)} bulk copies of "
                 f"{vlen * eb} B (one per lane and vector)")
         return plan, T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"](
             dst_ptr, src_ptr, u32(vlen * eb), rings.full.ptr_to([slot]))
     kind = "cp.async.cg.shared.global" if vlen * eb == 16 else "cp.async.ca.shared.global"
+    if c.fill is not None:  # src-size 0 where the guard fails: cp.async writes zeros, the arrive tracks them
+        return (f"{c.dst.name}: cp.async of {vlen * eb} B per lane and vector, zero-filled where {c.fill}",
+                T.ptx[kind](dst_ptr, src_ptr, i32(vlen * eb), tirx.Select(_subst(c.fill, vsub), u32(vlen * eb),
+                                                                         u32(0))))
     return f"{c.dst.name}: cp.async of {vlen * eb} B per lane and vector", T.ptx[kind](dst_ptr, src_ptr,
                                                                                        i32(vlen * eb))
 

@@ -33,7 +33,8 @@ class Copy:
     loops: tuple          # ((var, min, extent), ...) non-vector loops, outermost first
     vec: tuple | None     # (var, min, extent) of the innermost vectorized loop
     guards: tuple         # conditions on the path
-    store: object
+    store: object         # ``X[i] = G[j]`` (a zero-filling copy's store with its load alone)
+    fill: object = None   # a zero-filling copy ``X[i] = if_then_else(c, G[j], 0)``: ``c`` (else None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,7 +143,7 @@ def _copy_engine(caps: ArchCaps, copies, thread_vars) -> bool:
     for c in copies:
         vbytes = (const_int(c.vec[2]) if c.vec else 1) * tvm_ffi.dtype(str(c.dst.dtype)).bits // 8
         inner = thread_vars + [v for v, _, _ in c.loops] + ([c.vec[0]] if c.vec else [])
-        if vbytes != 16 or any(uses_var(g, v) for g in c.guards for v in inner):
+        if vbytes != 16 or c.fill is not None or any(uses_var(g, v) for g in c.guards for v in inner):
             bulk = False
         if vbytes not in (4, 8, 16):
             ws_fail(f"the copy into '{c.dst.name}' moves {vbytes} bytes per vector; cp.async needs 4, 8 or 16")
@@ -172,8 +173,28 @@ def parse_copy(stmt, shared_bufs) -> Copy | None:
             node = node.then_case
         else:
             ws_fail(f"a statement that writes a shared tile is not a plain copy nest ({type(node).__name__})")
+    node, fill = _zero_fill(node, vec)
     _check_copy_store(node, shared_bufs, vec)
-    return Copy(stmt=stmt, dst=node.buffer, loops=tuple(loops), vec=vec, guards=tuple(guards), store=node)
+    return Copy(stmt=stmt, dst=node.buffer, loops=tuple(loops), vec=vec, guards=tuple(guards), store=node, fill=fill)
+
+
+def _zero_fill(node, vec):
+    """``X[i] = if_then_else(c, G[j], 0)`` -> (``X[i] = G[j]``, ``c``): a copy that writes zeros where ``c``
+    fails (a guarded tail load); ``c`` must hold for a whole vector.  Any other store: (node, None)."""
+    val = node.value
+    if not (isinstance(val, tvm.ir.expr.Call) and getattr(val.op, "name", "").endswith("if_then_else")):
+        return node, None
+    cond, load, zero = val.args
+    if not isinstance(load, tvm.ir.expr.TensorLoad) or getattr(zero, "value", None) != 0:
+        return node, None
+    if vec is not None and uses_var(cond, vec[0]):
+        ana = tvm.sym.Analyzer()
+        ana.bind(vec[0], tvm.ir.Range.from_min_extent(vec[1], vec[2]))
+        cond = ana.simplify(cond)
+        if uses_var(cond, vec[0]):
+            ws_fail(f"the zero-filling copy into '{node.buffer.name}' has a condition that varies within a "
+                    "vector (TVM's analyzer does not prove it uniform per vector); cp.async fills whole vectors")
+    return tirx.BufferStore(node.buffer, load, node.indices), cond
 
 
 def _check_copy_store(node, shared_bufs, vec) -> None:

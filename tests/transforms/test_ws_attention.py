@@ -1,0 +1,126 @@
+"""Warp specialization of the SIMT attention kernel's KV loop (tvm_twill.kernels.attention).
+
+The KV loop's K / V loads are zero-filling guarded copies (``if_then_else(row < n, K[..], 0)``: the
+ragged tail), its extent is symbolic, and the consumer warps write the Q tile to shared memory before the
+loop.  ``auto_pipeline(..., warp_specialize=True)`` gives a producer warp streaming K / V through
+mbarrier rings (cp.async with src-size 0 where the row is past ``n``) and the block's warps as one
+consumer group; the kernel compiles (rings in the source, 0 spills) and runs on the CPU PTX emulator
+against numpy (fp32 softmax) with zero findings over two interleavings, on two CTAs (head dim 64;
+slow: 128 too, and sm_90a).
+"""
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+import tvm  # noqa: E402
+
+import tvm_twill  # noqa: E402
+from tvm_twill import emulator  # noqa: E402
+from tvm_twill.api import auto_pipeline  # noqa: E402
+from tvm_twill.frontend.target import parse_target  # noqa: E402
+from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward  # noqa: E402
+from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
+
+BN = AttentionShape().block_n
+
+
+def _ws_kernel(arch: str, causal: bool, d: int = 64):
+    """(shape, plan, built module, CUDA source) of the warp-specialized kernel: one head, two query
+    blocks (two CTAs), head dim ``d``."""
+    s = AttentionShape(head_dim=d, causal=causal, heads=1, q_len=128)
+    sch = tvm.s_tir.Schedule(fa_forward(s))
+    plan = auto_pipeline(sch, KV_LOOP, arch, warp_specialize=True, time_limit=60)
+    f = tvm_twill.build(sch, arch, plan)
+    return s, plan, f, f.mod.imports[0].inspect_source()
+
+
+def _emulate(s: AttentionShape, f, arch: str, n: int, interleavings: int = 2):
+    rng = np.random.default_rng(n)
+    q = (rng.standard_normal((s.heads, s.q_len, s.head_dim)) / 8).astype("float16")
+    k = rng.standard_normal((s.heads, n, s.head_dim)).astype("float16")
+    v = rng.standard_normal((s.heads, n, s.head_dim)).astype("float16")
+    o = np.full((s.heads, s.q_len, s.head_dim), np.float16(7))  # every element must be written
+    report = emulator.run(f, q, k, v, o, seed=n, interleavings=interleavings, target=parse_target(arch)[1])
+    return report, np.abs(o.astype(np.float32) - attention_reference(q, k, v, s.causal)).max()
+
+
+def _check_source(src: str, arch: str):
+    assert "mbarrier" in src and "ws_full" in src and "ws_empty" in src          # the rings' barriers
+    # the tail rows are zero-filled by the copy itself: cp.async with a src-size operand
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%\d\], \[%\d\], 16, %\d;", src)
+    lines = ptxas_report(src, arch)
+    if lines is None:
+        pytest.skip("nvcc not installed: the CUDA source was generated, ptxas not run")
+    spills = [ln for ln in lines if "spill" in ln]
+    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills)
+
+
+@pytest.fixture(scope="module")
+def sm80():
+    return _ws_kernel("sm_80", causal=False)
+
+
+def test_ws_attention_sm80_has_a_producer_warp_on_mbarrier_rings(sm80):
+    s, plan, _, src = sm80
+    ws = plan.warp_specialization
+    assert plan.applied and ws.chosen and ws.protocol is not None
+    assert ws.facts.copy == "cp.async" and ws.facts.producer_statements == 2        # K and V
+    assert ws.facts.consumer_threads == s.block_m and ws.facts.producer_threads == 32
+    assert all("zero-filled where" in p for p in ws.facts.copy_plans)
+    _check_source(src, "sm_80")
+
+
+@pytest.mark.parametrize("tiles", [0, 1, "ragged"])
+def test_ws_attention_sm80_emulates_against_numpy(sm80, tiles):
+    s, _, f, _ = sm80
+    n = {0: 0, 1: 5, "ragged": 3 * BN + 5}[tiles]
+    report, err = _emulate(s, f, "sm_80", n)
+    assert report.findings == [] and report.ok
+    assert err < 2e-2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch,causal,d", [("sm_80", True, 64), ("sm_90a", False, 64), ("sm_90a", True, 64),
+                                           ("sm_80", False, 128)])
+def test_ws_attention_long_kv_emulates_against_numpy(arch, causal, d):
+    """Trip count past twice the ring depth (every slot reused at both phases), ragged tail."""
+    s, plan, f, src = _ws_kernel(arch, causal, d)
+    _check_source(src, arch)
+    depth = plan.warp_specialization.ring_depth
+    n = 2 * depth * BN + 5                      # 2 * depth + 1 tiles
+    report, err = _emulate(s, f, arch, n)
+    assert report.findings == [] and report.ok
+    assert err < 2e-2
+
+
+def _copy_nest(cond_of):
+    """for i: for v (vectorized 8): X[i*8+v] = if_then_else(cond_of(i, v), G[i*8+v], 0)."""
+    from tvm.script import tirx as T
+
+    from tvm_twill.frontend.ir import tirx
+    g = tirx.decl_buffer((64,), "float16", name="G")
+    x = tirx.decl_buffer((64,), "float16", name="X", scope="shared")
+    i, v, n = tirx.Var("i", "int32"), tirx.Var("v", "int32"), tirx.Var("n", "int32")
+    idx = i * 8 + v
+    store = tirx.BufferStore(x, T.if_then_else(cond_of(i, v, n), tirx.BufferLoad(g, [idx]), T.float16(0)), [idx])
+    nest = tirx.For(i, 0, 8, tirx.ForKind.SERIAL, tirx.For(v, 0, 8, tirx.ForKind.VECTORIZED, store))
+    return nest, x, n, i
+
+
+def test_zero_filling_copy_is_a_producer_copy_with_its_condition():
+    from tvm_twill.transforms.ws_roles import parse_copy
+    nest, x, n, i = _copy_nest(lambda i, v, n: tvm.tirx.floordiv(i * 8 + v, 8) < n)
+    c = parse_copy(nest, [x])
+    assert c.fill is not None and isinstance(c.store.value, tvm.ir.expr.TensorLoad)
+    ana = tvm.sym.Analyzer()
+    assert ana.can_prove_equal(tvm.tirx.Cast("int32", c.fill), tvm.tirx.Cast("int32", i < n))  # uniform per vector
+
+
+def test_zero_filling_copy_varying_within_a_vector_is_refused():
+    from tvm_twill.errors import UnsupportedLoopError
+    from tvm_twill.transforms.ws_roles import parse_copy
+    nest, x, _, _ = _copy_nest(lambda i, v, n: i * 8 + v < n)
+    with pytest.raises(UnsupportedLoopError, match="condition that varies within a vector"):
+        parse_copy(nest, [x])
