@@ -40,13 +40,15 @@ import textwrap
 
 from .attention import NEG_INF, AttentionShape
 
-__all__ = ["FILL_INTRIN", "SCALE_ROWS_INTRIN", "fa_forward_tc", "tc_shape_check"]
+__all__ = ["FILL_INTRIN", "SCALE_ROWS_INTRIN", "STORE_CLEAR_INTRIN", "fa_forward_tc", "tc_shape_check"]
 
 #: Name of the tensor intrinsic ``O_scale`` is tensorized with (registered on first use).
 SCALE_ROWS_INTRIN = "tvm_twill_mma_scale_rows_16x16_f32"
 #: An fp32 accumulator fill written lane by lane (TVM lowers a ``warp`` buffer to per-lane registers only
 #: when some statement indexes it by lane; TVM's own fill is a pointer call).
 FILL_INTRIN = "tvm_twill_mma_fill_16x16_f32"
+#: Accumulator tile -> shared fp32, then the tile cleared for the next GEMM (S = 0 without a statement of its own).
+STORE_CLEAR_INTRIN = "tvm_twill_mma_store_clear_16x16_f32"
 WARP_ROWS = 32  # query rows per warp: two m16 tiles
 
 
@@ -81,11 +83,6 @@ def _gemm_s(s: AttentionShape) -> str:
     """Statements 2-4: S = 0, S += Q K^T (fragments per 16 of the head dim), S -> shared."""
     bn, d, wr = s.block_n, s.head_dim, WARP_ROWS
     return f"""
-                            for it, jt, ii, jj in T.grid({wr // 16}, {bn // 16}, 16, 16):
-                                with T.sblock("S_init"):
-                                    vi = T.axis.spatial({wr}, it * 16 + ii)
-                                    vj = T.axis.spatial({bn}, jt * 16 + jj)
-                                    S_w[vi, vj] = T.float32(0)
                             for kt in T.serial({d // 16}):
                                 with T.sblock("S_step"):
                                     ks = T.axis.reduce({d // 16}, kt)
@@ -109,7 +106,8 @@ def _gemm_s(s: AttentionShape) -> str:
                                 with T.sblock("S_store"):
                                     vi = T.axis.spatial({wr}, it * 16 + ii)
                                     vj = T.axis.spatial({bn}, jt * 16 + jj)
-                                    S_s[w * {wr} + vi, vj] = S_w[vi, vj]"""
+                                    S_s[w * {wr} + vi, vj] = S_w[vi, vj]
+                                    S_w[vi, vj] = T.float32(0)"""
 
 
 def _softmax(s: AttentionShape) -> str:
@@ -195,6 +193,11 @@ def _prologue(s: AttentionShape) -> str:
                             r = T.axis.spatial({wr}, tx)
                             m[w * {wr} + r] = T.float32({NEG_INF})
                             l[w * {wr} + r] = T.float32(0)
+                    for it, jt, ii, jj in T.grid({wr // 16}, {s.block_n // 16}, 16, 16):
+                        with T.sblock("S_init"):
+                            vi = T.axis.spatial({wr}, it * 16 + ii)
+                            vj = T.axis.spatial({s.block_n}, jt * 16 + jj)
+                            S_w[vi, vj] = T.float32(0)
                     for it, ct, ii, cc in T.grid({wr // 16}, {d // 16}, 16, 16):
                         with T.sblock("O_init"):
                             vi = T.axis.spatial({wr}, it * 16 + ii)
@@ -302,7 +305,7 @@ def _register_scale_rows() -> None:
             T.reads(C[0:32, 0:8], F[0:16])
             T.writes(C[0:32, 0:8])
             for tx in T.thread_binding(0, 32, "threadIdx.x"):
-                with T.sblock("lane"):
+                with T.sblock("scale_rows"):
                     T.reads(C[tx, 0:8], F[0:16])
                     T.writes(C[tx, 0:8])
                     t = T.sblock_alloc_buffer((8,), "float32", scope="local")
@@ -336,7 +339,40 @@ def _register_scale_rows() -> None:
                 for lid in T.serial(8):
                     C[tx, lid] = T.float32(0)
 
-    for name, pair in ((SCALE_ROWS_INTRIN, (desc, impl)), (FILL_INTRIN, (fill_desc, fill_impl))):
+    @T.prim_func(s_tir=True)
+    def store_desc(a: T.handle, c: T.handle) -> None:
+        C_warp = T.match_buffer(a, (32, 8), "float32", scope="warp")
+        C = T.match_buffer(c, (16, 16), "float32", scope="shared.dyn")
+        with T.sblock("root"):
+            T.reads(C_warp[0:32, 0:8])
+            T.writes(C[0:16, 0:16], C_warp[0:32, 0:8])
+            for i0, i1 in T.grid(16, 16):
+                with T.sblock("C"):
+                    i, j = T.axis.remap("SS", [i0, i1])
+                    tid, lid = T.meta_var(shared_16x16_to_ldmatrix_32x8_layout(i, j))
+                    T.reads(C_warp[tid, lid])
+                    T.writes(C[i, j], C_warp[tid, lid])
+                    C[i, j] = C_warp[tid, lid]
+                    C_warp[tid, lid] = T.float32(0)
+
+    @T.prim_func(s_tir=True)
+    def store_impl(a: T.handle, c: T.handle) -> None:
+        s0 = T.int32()
+        s1 = T.int32()
+        C_warp = T.match_buffer(a, (32, 8), "float32", scope="warp", offset_factor=1)
+        C = T.match_buffer(c, (16, 16), "float32", scope="shared.dyn", offset_factor=1, strides=[s0, s1])
+        with T.sblock("root"):
+            T.reads(C_warp[0:32, 0:8])
+            T.writes(C[0:16, 0:16], C_warp[0:32, 0:8])
+            for tx in T.thread_binding(0, 32, "threadIdx.x"):
+                for lid in T.serial(8):
+                    row, col = T.meta_var(ldmatrix_32x8_to_shared_16x16_layout(tx, lid))
+                    C[row, col] = C_warp[tx, lid]
+                for lid in T.serial(8):
+                    C_warp[tx, lid] = T.float32(0)
+
+    for name, pair in ((SCALE_ROWS_INTRIN, (desc, impl)), (FILL_INTRIN, (fill_desc, fill_impl)),
+                       (STORE_CLEAR_INTRIN, (store_desc, store_impl))):
         try:
             TensorIntrin.get(name)
         except ValueError:  # not registered yet
@@ -354,10 +390,10 @@ def _tensorize(sch) -> None:
         sch.transform_layout(sch.get_sblock(block), ("write", 0), index_map)
     plan = [("O_init", 2, FILL_INTRIN), ("S_init", 2, FILL_INTRIN),
             ("Q_frag", 2, tc.LDMATRIX_f16_A_DYN_INTRIN), ("K_frag", 2, tc.LDMATRIX_f16_B_TRANS_DYN_INTRIN),
-            ("S_mma", 3, tc.MMA_f16f16f32_TRANS_B_INTRIN), ("S_store", 2, tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE),
+            ("S_mma", 3, tc.MMA_f16f16f32_TRANS_B_INTRIN), ("S_store", 2, STORE_CLEAR_INTRIN),
             ("O_scale", 2, SCALE_ROWS_INTRIN), ("P_frag", 2, tc.LDMATRIX_f16_A_DYN_INTRIN),
             ("V_frag", 2, tc.LDMATRIX_f16_B_DYN_INTRIN), ("O_mma", 3, tc.MMA_f16f16f32_INTRIN),
-            ("O_store", 2, tc.MMA_store_16x16_f32_shared_dyn_INTRIN)]
+            ("O_store", 2, tc.MMA_store_16x16_f32_shared_dyn_INTRIN_SIMPLE)]
     for block, depth, intrin in plan:
         sch.tensorize(sch.get_loops(sch.get_sblock(block))[-depth], intrin)
 
