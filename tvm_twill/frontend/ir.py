@@ -13,9 +13,7 @@ import threading
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
-from tvm.script import (
-    tirx as T,  # TIRx builders (PTX / CUDA intrinsics) for the transforms
-)
+from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for the transforms
 
 __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
            "children", "const_int", "dlight", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes",
@@ -226,8 +224,8 @@ def dlight_schedule_rule_base():
 
 def meta_schedule_postproc_base():
     """(PyPostproc, derived_object) of TVM's MetaSchedule, for tvm_twill.metaschedule."""
-    from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.postproc import PyPostproc
+    from tvm.ir.utils import derived_object
     return PyPostproc, derived_object
 
 
