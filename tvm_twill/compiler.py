@@ -48,8 +48,15 @@ def pass_config(plans) -> dict:
 
 
 def pass_context(plans):
-    """A ``tvm.transform.PassContext`` with ``pass_config(plans)``: ``with pass_context(plan): tvm.compile(...)``."""
-    return tvm.transform.PassContext(config=pass_config(plans))
+    """A ``tvm.transform.PassContext`` with ``pass_config(plans)``: ``with pass_context(plan): tvm.compile(...)``.
+    It keeps the caller's context (opt level, disabled passes, instruments, config; e.g. a kernel that needs
+    ``tirx.disable_cse_tir``) and adds the plans' config to it."""
+    outer = tvm.transform.PassContext.current()
+    config = {str(k): v for k, v in (outer.config or {}).items()}
+    config.update(pass_config(plans))
+    return tvm.transform.PassContext(opt_level=outer.opt_level, required_pass=list(outer.required_pass),
+                                     disabled_pass=list(outer.disabled_pass), instruments=list(outer.instruments),
+                                     config=config)
 
 
 def _tir_pipeline(plans) -> str | None:

@@ -32,7 +32,7 @@ def run(script, *args, blocked=()):
 
 def test_every_tutorial_is_tested():
     tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py", "metaschedule_tuning.py",
-              "warp_specialized_gemm.py", "check_without_gpu.py"}
+              "warp_specialized_gemm.py", "check_without_gpu.py", "attention.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -112,3 +112,18 @@ def test_metaschedule_tuning():
     assert "tvm_twill  model II of " in out  # at least one candidate re-planned
     assert "loop nest(s) re-planned" in out and "solver calls:" in out
     assert "ms.tune_tir(ctx.mod, ctx.target, work_dir" in out and "(pass --tune to run it here" in out
+
+
+@needs_tvm
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the emulator runs the PTX nvcc writes")
+def test_attention(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = run("attention.py", "--out", str(tmp_path))
+    assert "result: applied to loop 'j'" in out and (tmp_path / "attention_plan.png").stat().st_size > 10000
+    assert re.search(r"== 3\. the CUDA: \d+ cp\.async call sites", out) and "ptx_cp_async" in out
+    assert "0 bytes spill stores, 0 bytes spill loads" in out
+    for label in ("pipelined SIMT attention", "tensor-core attention"):
+        assert re.search(rf"emulated {label}: ok: 0 findings", out)
+    assert out.count("max |kernel - numpy| = ") == 2
+    assert re.search(r"this kernel, by the model: \d+ TFLOPS", out)
+    assert "FlashAttention-2 on A100" in out and "740 TFLOPS" in out and "645 TFLOPS" in out

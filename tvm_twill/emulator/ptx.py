@@ -84,6 +84,7 @@ class Module:
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _ENTRY = re.compile(r"(?:\.visible\s+|\.weak\s+)?\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\(?")
 _VAR = re.compile(r"(?:\.extern\s+|\.visible\s+|\.weak\s+)*\.(shared|global|const|local)\s+(.*)$", re.DOTALL)
+_LINE_DIRECTIVE = re.compile(r"\.(?:loc|pragma|file)\s")
 _LABEL = re.compile(r"([A-Za-z_$][\w$]*)\s*:(?!:)")
 _REGRANGE = re.compile(r"^(%?[\w$]+)<(\d+)>$")
 _SREGS = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
@@ -254,7 +255,7 @@ def _parse_body(text, start, end, name, params, line) -> Kernel:
             scopes.pop()
             i += 1
             continue
-        if re.match(r"\.(loc|pragma|file)\s", text[i:i + 8]):  # not ".local", a variable
+        if _LINE_DIRECTIVE.match(text, i):  # not .local: a directive word ends at a space
             eol = text.find("\n", i)
             eol = end if eol < 0 or eol > end else eol
             if text.startswith(".loc", i):

@@ -204,6 +204,12 @@ def relax_frontend():
     return relax, nn
 
 
+def cuda_tensor_intrinsics():
+    """``tvm.s_tir.tensor_intrin.cuda`` (importing it registers TVM's CUDA tensor intrinsics), loaded when asked."""
+    import tvm.s_tir.tensor_intrin.cuda as tc
+    return tc
+
+
 def dlight():
     """``tvm.s_tir.dlight`` (its GPU schedule rules), loaded when asked."""
     import tvm.s_tir.dlight as dl
