@@ -55,6 +55,26 @@ def live_instances(start: int, end: int, ii: int, tau: int) -> int:
     return (tau - start) // ii - (tau - end) // ii
 
 
+def register_peaks(schedule, graph) -> dict:
+    """Peak registers per thread held by each warp role over the steady state (rule 5's measure): role -> registers.
+
+    What the setmaxnreg budgets of a warp-specialized kernel are checked against (``warpspec``)."""
+    times = {n: p.time for n, p in schedule.ops.items()}
+    live = live_intervals(graph, times, schedule.ii)
+    peaks = {w: 0 for w in schedule.warps_used()}
+    # live_instances counts every instance k (negative ones too), so the
+    # pressure is periodic in tau; it only rises where an interval starts,
+    # so the interval starts modulo ii are the only points to evaluate.
+    for tau in sorted({start % schedule.ii for start, _ in live.values()}):
+        held = {}
+        for name, (start, end) in live.items():
+            w = schedule.ops[name].warp
+            held[w] = held.get(w, 0) + live_instances(start, end, schedule.ii, tau) * graph.op(name).regs
+        for w, r in held.items():
+            peaks[w] = max(peaks[w], r)
+    return peaks
+
+
 def modulo_load(runs, ii: int) -> list[tuple[int, int, int]]:
     """The load on slots [0, ii) of intervals repeated every ii cycles.
 

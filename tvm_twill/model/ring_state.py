@@ -70,7 +70,11 @@ class Warp(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class RingState:
-    """One global state: consumers in canonical order (symmetry), ``named``: arrivals per named barrier (() unordered)."""
+    """One global state of the ring.
+
+    ``consumers`` in canonical order (symmetry reduction); ``full`` / ``empty``: each slot's two mbarriers;
+    ``named``: the arrivals of the current generation of each ordered group's named barrier (() unordered).
+    """
 
     producer_i: int
     producer_pc: int
