@@ -61,7 +61,8 @@ def test_pass_names_are_tvms_with_the_rewrite_spliced_in(config):
     stock = _compiled_pass_names(config, "s_tir")
     i = stock.index("tirx.FlattenBuffer") + 1
     j = stock.index("s_tir.MergeSharedMemoryAllocations")
-    assert ours == stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches"]
+    assert ours == stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches",
+                                                                                   "TwillCheckCompiledProtocol"]
     it = iter(ours)  # what ws_passes lists is what ran (composite passes also show their inner passes)
     assert all(name in it for name in listed)
     if config.get("tirx.instrument_bound_checkers"):
