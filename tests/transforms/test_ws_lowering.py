@@ -2,7 +2,7 @@
 
 * the pass names equal TVM's default s_tir pipeline's under the same
   PassContext options, plus the two passes after FlattenBuffer, the proxy
-  fences before MergeSharedMemoryAllocations and the role-branch check at the end (a copied list dropped the bound checkers,
+  fences before MergeSharedMemoryAllocations and the role-branch and compiled-protocol checks at the end (a copied list dropped the bound checkers,
   ldg32 and lwp passes those options switch on);
 * a kernel whose emitted ring protocol is broken on purpose is refused by
   ``tvm.compile`` itself, not only by ``auto_pipeline``'s check;
@@ -47,7 +47,7 @@ def _compiled_pass_names(config, pipeline):
         tvm.compile(tvm.IRModule({"main": f}), target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}),
                     tir_pipeline=pipeline)
     first = seen.index("s_tir.CanonicalizeLoop")
-    last = max(i for i, n in enumerate(seen) if n in ("tirx.BF16StorageLegalize", "TwillVerifyRoleBranches"))
+    last = max(i for i, n in enumerate(seen) if n in ("tirx.BF16StorageLegalize", "TwillCheckCompiledProtocol"))
     return [n for n in seen[first:last + 1] if n not in ("_pipeline", "sequential")]
 
 
