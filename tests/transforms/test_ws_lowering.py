@@ -2,8 +2,9 @@
 
 * the pass names equal TVM's default s_tir pipeline's under the same
   PassContext options, plus the two passes after FlattenBuffer, the proxy
-  fences before MergeSharedMemoryAllocations and the role-branch and compiled-protocol checks at the end (a copied list dropped the bound checkers,
-  ldg32 and lwp passes those options switch on);
+  fences before MergeSharedMemoryAllocations and the role-branch and
+  compiled-protocol checks at the end (a copied list dropped the bound
+  checkers, ldg32 and lwp passes those options switch on);
 * a kernel whose emitted ring protocol is broken on purpose is refused by
   ``tvm.compile`` itself, not only by ``auto_pipeline``'s check;
 * a ``__syncthreads`` inside one role's branch is refused on the final TIR.
