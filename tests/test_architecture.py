@@ -153,3 +153,58 @@ def test_tests_are_arranged_like_the_package():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("test_"):
                 raise AssertionError(f"{path.relative_to(ROOT)} imports the test module {node.module}; "
                                      "move the shared piece to a helper at tests/ top level")
+
+
+MAX_FUNCTION_LINES = 80
+MAX_LONG_EXEMPTIONS = 3
+
+
+def long_functions() -> dict:
+    """``module.py:qualified.name`` -> lines, for every function of ``tvm_twill`` longer than MAX_FUNCTION_LINES.
+
+    A function's length is ``end_lineno - lineno + 1`` (its decorators not counted, its nested functions counted).
+    """
+    out = {}
+
+    def visit(node, rel, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                n = child.end_lineno - child.lineno + 1
+                if not isinstance(child, ast.ClassDef) and n > MAX_FUNCTION_LINES:
+                    out[f"{rel}:{name}"] = n
+                visit(child, rel, name + ".")
+            else:
+                visit(child, rel, prefix)
+
+    for path in sorted(PKG.rglob("*.py")):
+        visit(ast.parse(path.read_text(encoding="utf-8")), path.relative_to(PKG).as_posix(), "")
+    return out
+
+
+def documented_long_functions() -> dict:
+    """The exemptions listed between ``<!-- long-functions -->`` markers of docs/architecture.md: name -> reason."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- long-functions -->(.*?)<!-- /long-functions -->", text, re.S)
+    assert block, "docs/architecture.md lost its <!-- long-functions --> list"
+    out = {}
+    for line in block.group(1).splitlines():
+        m = re.match(r"\s*-\s+`([^`]+)`:\s*(.*\S)", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def test_no_function_over_the_size_limit_but_the_documented_exemptions():
+    long, exempt = long_functions(), documented_long_functions()
+    assert len(exempt) <= MAX_LONG_EXEMPTIONS, f"more than {MAX_LONG_EXEMPTIONS} exemptions: {sorted(exempt)}"
+    unlisted = {f: n for f, n in long.items() if f not in exempt}
+    assert not unlisted, (f"functions over {MAX_FUNCTION_LINES} lines (split them by concern, or list one with its "
+                          f"reason in docs/architecture.md): {unlisted}")
+    stale = sorted(set(exempt) - set(long))
+    assert not stale, f"docs/architecture.md exempts functions that are not over {MAX_FUNCTION_LINES} lines: {stale}"
+
+
+if __name__ == "__main__":  # list the long functions: python tests/test_architecture.py
+    for name, lines in sorted(long_functions().items(), key=lambda kv: -kv[1]):
+        print(f"{lines:5d}  {name}")

@@ -50,7 +50,7 @@ from .async_copies import all_copies_async, sync_copy_reasons
 from .plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import register_pipeline
-from .stages import FIT_NOTE, fit_shared, shared_memory, shared_summary
+from .stages import SharedFit, fit_shared, shared_memory, shared_summary
 from .transforms.swp_lowering import register_swp_pipeline
 from .explain import SYMBOLIC_NOTE, explain_plan
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
@@ -149,6 +149,9 @@ class PipelinePlan:
     solved_graph: Graph | None = None
     #: One line per caveat of the plan (cost normalization that distorts ratios by more than 10%).
     warnings: tuple[str, ...] = ()
+    #: Why the plan has other stages than the optimum's: TVM's buffer versions of that did not fit shared
+    #: memory (``stages.fit_shared``'s decision; None: the plan was not chosen for shared memory).
+    shared_fit: SharedFit | None = None
     #: The warp-specialization decision (None when warp_specialize=False).
     warp_specialization: WarpSpecialization | None = None
     #: ``(statement, why)`` for each cp.async-capable copy that is not in an async stage (``async_copies``),
@@ -458,7 +461,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
     progress.begin("fitting the stages to TVM's buffer versions and shared memory")
-    sched, ann, solved, depth = fit_shared(ex, sched, ann, ms, m, opts, solve)
+    sched, ann, solved, depth, shared_fit = fit_shared(ex, sched, ann, ms, m, opts, solve)
     sched, ann, depth, why_not = all_copies_async(ex, sched, ann, ms, m, solved, depth)
     progress.step(f"stages fitted: {ann.num_stages} stage(s), ii {sched.ii * ex.quantum} cycles")
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
@@ -472,6 +475,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     waits = async_waits(ann, graph, trips) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
+                        shared_fit=shared_fit,
                         warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not),
                         wgmma=has_wgmma([sch.mod[ref.func].body]),
                         alternatives=plan_alternatives(ex, sched, ann, others, ms, m, opts.top_k, opts.max_stages))
@@ -514,9 +518,9 @@ def _solve_top(solve, graph, ms, opts: AutoPipelineOptions):
 
 def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: Machine, cache) -> PipelinePlan:
     """The one-role software pipeline of ``plan``: written on the loop (and checked by TVM) or why not."""
-    ex, ann, sched, depth = plan.extraction, plan.annotation, plan.schedule, plan.depth
+    ex, ann, sched = plan.extraction, plan.annotation, plan.schedule
     if ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages:
-        if FIT_NOTE in depth:
+        if plan.shared_fit is not None:
             return replace(plan, outcome=(
                 f"not applied: only one stage of '{ex.loop}' fits the block's shared memory "
                 f"({shared_summary(ex, ann, m)}) "

@@ -37,8 +37,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from .model import explain_lower_bound, live_intervals, rec_mii, res_mii
-from .model.checker import live_instances
+from .model import explain_lower_bound, rec_mii, register_peaks, res_mii
 
 #: Listings longer than this many cycles keep only the cycles where a unit
 #: changes state or an op issues (raw-cycle schedules span thousands).
@@ -204,24 +203,6 @@ def steady_state(schedule) -> str:
     parts = [f"{n} (stage {schedule.ops[n].stage}, slot {schedule.ops[n].time % schedule.ii})"
              for n in schedule.in_order()]
     return "steady-state order: " + " -> ".join(parts)
-
-
-def register_peaks(schedule, graph) -> dict:
-    """Peak registers per thread held by each warp over the steady state (rule 5)."""
-    times = {n: p.time for n, p in schedule.ops.items()}
-    live = live_intervals(graph, times, schedule.ii)
-    peaks = {w: 0 for w in schedule.warps_used()}
-    # live_instances counts every instance k (negative ones too), so the
-    # pressure is periodic in tau; it only rises where an interval starts,
-    # so the interval starts modulo ii are the only points to evaluate.
-    for tau in sorted({start % schedule.ii for start, _ in live.values()}):
-        held = {}
-        for name, (start, end) in live.items():
-            w = schedule.ops[name].warp
-            held[w] = held.get(w, 0) + live_instances(start, end, schedule.ii, tau) * graph.op(name).regs
-        for w, r in held.items():
-            peaks[w] = max(peaks[w], r)
-    return peaks
 
 
 def warp_roles(schedule, graph, machine) -> str:

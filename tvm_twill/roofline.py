@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 
 from .errors import InputError
+from .model import register_peaks
 from .model.prediction import Prediction, predict
 from .model.throughput import occupancy
-from .report import register_peaks
 
 __all__ = ["ADDRESS_REGISTERS", "compare_variants", "graph_prediction", "plan_prediction", "serialized_ii",
            "variant_throughput"]

@@ -11,7 +11,7 @@ the smallest ii winning.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .errors import InfeasibleError, UnsupportedLoopError
 from .frontend import Extraction
@@ -21,14 +21,15 @@ from .transforms import (annotation_from_schedule, annotation_ii, async_stages_c
                          grouped_async_order, legality_violations, refine)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
-__all__ = ["DYNAMIC", "FIT_NOTE", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "bound_depth", "contiguous_async",
-           "fit_shared", "other_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow",
+__all__ = ["DYNAMIC", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "SharedFit", "bound_depth",
+           "contiguous_async", "fit_shared", "other_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow",
            "shared_summary"]
 
 #: Re-solves with a tightened shared-memory rule when TVM's buffer versions overflow (``fit_shared``).
 FIT_ROUNDS = 6
-#: What ``fit_shared`` adds to the depth explanation when it chose a plan for shared memory.
-FIT_NOTE = "; shared memory: TVM's "
+#: What ``fit_shared`` adds to the depth explanation when it chose a plan for shared memory (prose only: the
+#: decision itself is the ``SharedFit`` it returns).
+_FIT_NOTE = "; shared memory: TVM's "
 #: Static shared memory (``__shared__`` arrays, TVM scope "shared") a kernel may declare on every arch
 #: from sm_70 on: ptxas refuses more ("uses too much shared data ... 0xc000 max").  Only the dynamic pool
 #: ("shared.dyn", sized at launch) may go up to the arch's opt-in maximum, the machine model's
@@ -36,6 +37,21 @@ FIT_NOTE = "; shared memory: TVM's "
 STATIC_SMEM_BYTES = 48 * 1024
 #: The two kinds of shared memory TVM emits: "shared" (static arrays), "shared.dyn" (the dynamic pool).
 STATIC, DYNAMIC = "shared", "shared.dyn"
+
+
+@dataclass(frozen=True)
+class SharedFit:
+    """``fit_shared``'s decision when TVM's buffer versions of the first plan exceed a shared-memory limit.
+
+    ``stages`` / ``needed``: that plan's stage count and the bytes its buffer versions need.
+    ``fitted_stages``: the stage count of the plan chosen in its place (the smallest ii that fits); None
+    when the kernel's other shared buffers alone exceed the limit, so that nothing this loop does fits and
+    the first plan is kept.
+    """
+
+    stages: int
+    needed: int
+    fitted_stages: int | None
 
 
 def _scope(ex: Extraction, buf: str) -> str:
@@ -168,7 +184,10 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
     which TVM's versioning can exceed), candidates that fit are sought two ways: re-solves with the model's
     shared memory lowered by the overflow (up to ``FIT_ROUNDS`` times), and every smaller stage bound; of
     those that fit, the smallest ii wins (ties: less shared memory).  When none fits, the first plan is
-    returned, its depth note saying so (``api`` then keeps the loop as it is)."""
+    returned, its depth note saying so (``api`` then keeps the loop as it is).
+
+    Returns (schedule, annotation, solved graph or None, why this depth, ``SharedFit`` or None: the plan
+    was not chosen for shared memory)."""
     def need(a):
         return sum(b for _, b in shared_memory(ex, a).values())
 
@@ -188,7 +207,7 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
     found = annotate(ms, sched, ann, None)
     first, stages, over = need(found[1]), found[1].num_stages, shared_overflow(ex, found[1], m)
     if over <= 0 or stages == 1:
-        return found
+        return (*found, None)
     tries, budget = [], ms.smem_bytes
     step = min((n // v for v, n in shared_memory(ex, found[1]).values() if v), default=16)  # one buffer version
     for _ in range(FIT_ROUNDS):   # the solver's memory rule, tightened by what TVM's versions overflowed
@@ -213,9 +232,9 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
             continue
     fits = [t for t in tries if t[3] <= 0]
     if not fits and need(found[1]) == 0:  # the kernel's other buffers overflow, whatever this loop does
-        note = (f"{found[3]}{FIT_NOTE}the kernel's other shared buffers alone are {_over(ex, found[1], m)}: "
+        note = (f"{found[3]}{_FIT_NOTE}the kernel's other shared buffers alone are {_over(ex, found[1], m)}: "
                 "this loop's plan cannot change that")
-        return (*found[:3], note)
+        return (*found[:3], note, SharedFit(stages, first, None))
     if not fits:  # not even one version of each buffer fits: the loop as written does not either
         raise UnsupportedLoopError(
             f"loop '{ex.loop}': its buffers exceed the shared memory limits even unpipelined (one version "
@@ -223,9 +242,10 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
             + (" or the dynamic pool (cache_read/cache_write scope 'shared.dyn')"
                if shared_by_scope(ex, found[1])[STATIC] else ""))
     ii, used, (s3, a3, sv3, d3), _ = min(fits, key=lambda t: (t[0], t[1]))
-    return s3, a3, sv3, (f"{d3}{FIT_NOTE}buffer versions of the {stages}-stage plan need {first} B, "
-                         f"{_over(ex, found[1], m)}; the best plan that fits has {a3.num_stages} "
-                         f"stage(s) ({used} B, II {ii * ex.quantum} cycles)")
+    note = (f"{d3}{_FIT_NOTE}buffer versions of the {stages}-stage plan need {first} B, "
+            f"{_over(ex, found[1], m)}; the best plan that fits has {a3.num_stages} "
+            f"stage(s) ({used} B, II {ii * ex.quantum} cycles)")
+    return s3, a3, sv3, note, SharedFit(stages, first, a3.num_stages)
 
 
 def bound_depth(ex, sched, ann, ms, opts, solve, why=None):

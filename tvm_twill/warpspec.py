@@ -28,10 +28,9 @@ from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend.costs import CP_ASYNC_BYTES
 from .frontend.ir import thread_extents
 from .model.arch import parse_arch
-from .model import Schedule
+from .model import Schedule, register_peaks
 from .model.groups import group_order, split_consumers
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
-from .report import register_peaks
 from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
 from .roofline import compare_variants, variant_throughput
 from .transforms import buffer_versions
@@ -287,6 +286,47 @@ def _by_throughput(ex, swp_plan, ii_swp: int, ii_ws: int, ring_bytes: int, budge
             f"{variant_throughput(plain)}: variants compared by throughput per SM")
 
 
+def _ring_depth(ex, ann, copies, machine) -> tuple[int, int, str | None, str]:
+    """(ring depth, bytes of one slot of every ring, why shallower than the pipeline's buffer versions or None,
+    the shared-memory limit in words).  Every ring has the same depth: the pipeline's buffer versions of its
+    tiles (at least 2), capped where the rings (+ the mbarrier arrays) fill shared memory; below 2 nothing fits."""
+    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts])
+    depth = max(2, max(versions.get(b, 1) for s in copies for b in s.writes))
+    fit, slot, limit = _ring_fit(copies, depth, machine, other_shared(ex, ann).values())
+    if fit >= depth:
+        return depth, slot, None, limit
+    return fit, slot, f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {slot} B exceed {limit}", limit
+
+
+def _role_register_peaks(ws, graph, names, budgets) -> tuple[int, int]:
+    """The joint schedule's peak registers per thread of the (producer, consumer) roles, checked to fit the
+    setmaxnreg ``budgets`` (when the kernel gets them)."""
+    producer_role = next(p.warp for n, p in ws.ops.items() if n in names)
+    peaks = register_peaks(ws, graph)
+    peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
+    if budgets is not None:
+        for role, need, have in zip(("producer", "consumer"), peak, budgets):
+            if need > have:
+                raise UnsupportedLoopError(
+                    f"warp specialization: the joint schedule holds {need} registers per thread in the "
+                    f"{role} role, more than its setmaxnreg budget {have}: plan without warp_specialize")
+    return peak
+
+
+def _roles_and_barriers(ex, copies, order) -> tuple[dict, dict]:
+    """What each role runs, and what each barrier is for (``WarpSpecialization.roles`` / ``barriers``)."""
+    consumers = tuple(s.name for s in ex.stmts if not s.async_capable)
+    roles = {"producer warp": tuple(s.name for s in copies)}
+    roles.update({f"consumer group {g}": consumers for g in range(len(order))} if order
+                 else {"consumer warps": consumers})
+    barriers = {"ws_full[s]": "mbarrier: slot s landed (producer -> consumers)",
+                "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
+                "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
+    barriers.update({f"named barrier {1 + g}": f"consumer group {g}'s turn (bar.sync by group {g}, bar.arrive "
+                     "by the group before it in the order)" for g in range(len(order or ()))})
+    return roles, barriers
+
+
 def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice, solve,
                              time_limit: float) -> WarpSpecialization:
     """Decide and (when chosen and ``apply``) write the warp specialization of ``ref`` (see module doc)."""
@@ -300,21 +340,13 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         if choice is True:
             raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}' {why}")
         return WarpSpecialization(False, f"not specialized: the loop {why}", ii_swp, None)
-    ann = swp_plan.annotation
-    versions = buffer_versions(ann, [s.writes for s in ex.stmts], [s.reads for s in ex.stmts])
-    depth = max(2, max(versions.get(b, 1) for s in copies for b in s.writes))
-    # every ring has the same depth: cap it where the rings (+ the mbarrier arrays) fill shared memory
-    fit, slot, limit = _ring_fit(copies, depth, machine, other_shared(ex, ann).values())
-    depth_note = None
-    if fit < depth:
-        depth_note = (f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {slot} B exceed {limit}")
-        if fit < 2:
-            if choice is True:
-                raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}': two ring slots of {slot} B "
-                                           f"do not fit {limit}: plan a smaller tile, the dynamic pool "
-                                           "('shared.dyn') or without warp_specialize")
-            return WarpSpecialization(False, f"not specialized: {depth_note}", ii_swp, None)
-        depth = fit
+    depth, slot, depth_note, limit = _ring_depth(ex, swp_plan.annotation, copies, machine)
+    if depth < 2:
+        if choice is True:
+            raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}': two ring slots of {slot} B "
+                                       f"do not fit {limit}: plan a smaller tile, the dynamic pool "
+                                       "('shared.dyn') or without warp_specialize")
+        return WarpSpecialization(False, f"not specialized: {depth_note}", ii_swp, None)
     names = {s.name for s in copies}
     graph = ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names else op
                                        for op in ex.graph.ops), machine=machine)
@@ -342,27 +374,10 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                                       "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
                                       joint_split=split, groups_ii_cycles=groups_ii, groups_note=note)
         why = (f"specialized: {versus}" if better else f"specialized on request (warp_specialize=True): {versus}")
-        producer_role = next(p.warp for n, p in ws.ops.items() if n in names)
-        peaks = register_peaks(ws, prepare(graph, solved_on, opts).graph)  # the graph as solved
-        peak = (peaks.get(producer_role, 0), max((r for w, r in peaks.items() if w != producer_role), default=0))
-        registers = budgets
-        if registers is not None:
-            for role, need, have in zip(("producer", "consumer"), peak, registers):
-                if need > have:
-                    raise UnsupportedLoopError(
-                        f"warp specialization: the joint schedule holds {need} registers per thread in the "
-                        f"{role} role, more than its setmaxnreg budget {have}: plan without warp_specialize")
-        consumers = tuple(s.name for s in ex.stmts if not s.async_capable)
-        roles = {"producer warp": tuple(s.name for s in copies)}
-        roles.update({f"consumer group {g}": consumers for g in range(len(order))} if order
-                     else {"consumer warps": consumers})
-        barriers = {"ws_full[s]": "mbarrier: slot s landed (producer -> consumers)",
-                    "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
-                    "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
-        barriers.update({f"named barrier {1 + g}": f"consumer group {g}'s turn (bar.sync by group {g}, bar.arrive "
-                         "by the group before it in the order)" for g in range(len(order or ()))})
+        peak = _role_register_peaks(ws, prepare(graph, solved_on, opts).graph, names, budgets)  # graph as solved
+        roles, barriers = _roles_and_barriers(ex, copies, order)
         return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
-                                  barriers=barriers, registers=registers, joint_split=split, register_peaks=peak,
+                                  barriers=barriers, registers=budgets, joint_split=split, register_peaks=peak,
                                   consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
                                   one_group=one_group, depth_note=depth_note)
 

@@ -367,10 +367,10 @@ def test_plans_chosen_for_shared_memory_compute_the_same(limit):
     import dataclasses
 
     from tvm_twill.model.machine import get_machine
-    from tvm_twill.stages import FIT_NOTE
     sch = tvm.s_tir.Schedule(deep_copy)
     plan = auto_pipeline(sch, "i", "sm_80", machine=dataclasses.replace(get_machine("a100"), smem_bytes=limit))
-    assert plan.applied and plan.smem_bytes <= limit and FIT_NOTE in plan.explain()
+    assert plan.applied and plan.smem_bytes <= limit and plan.shared_fit is not None
+    assert plan.shared_fit.needed > limit and "shared memory: TVM's buffer versions" in plan.explain()
     assert _same_on_cpu(deep_copy, sch)
 
 

@@ -15,7 +15,8 @@ tvm = pytest.importorskip("tvm")
 import tvm_twill  # noqa: E402
 from tvm_twill.transforms.fragments import shrink_thread_fragments  # noqa: E402
 from tvm_twill.transforms.ws_lowering import register_pipeline  # noqa: E402
-from tvm_twill.workloads import wgmma_element, wgmma_fragment, wgmma_gemm  # noqa: E402
+from tvm_twill.transforms.wgmma_intrinsics import wgmma_element, wgmma_fragment  # noqa: E402
+from tvm_twill.workloads import wgmma_gemm  # noqa: E402
 
 N = 1024
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
@@ -64,7 +65,7 @@ def test_tensorize_structural_check_accepts_the_schedule():
 
 
 def test_tensorize_rejects_a_mismatched_tile():
-    from tvm_twill.workloads import wgmma_intrinsics
+    from tvm_twill.transforms.wgmma_intrinsics import wgmma_intrinsics
     sch, _, _ = wgmma_gemm(256, tensorize=False)
     blk = sch.get_sblock("C_update")
     with pytest.raises(Exception):  # the m64n64 description does not match the 64 x 128 block tile

@@ -2,8 +2,9 @@
 
 * the pass names equal TVM's default s_tir pipeline's under the same
   PassContext options, plus the two passes after FlattenBuffer, the proxy
-  fences before MergeSharedMemoryAllocations and the role-branch check at the end (a copied list dropped the bound checkers,
-  ldg32 and lwp passes those options switch on);
+  fences before MergeSharedMemoryAllocations and the role-branch and
+  compiled-protocol checks at the end (a copied list dropped the bound
+  checkers, ldg32 and lwp passes those options switch on);
 * a kernel whose emitted ring protocol is broken on purpose is refused by
   ``tvm.compile`` itself, not only by ``auto_pipeline``'s check;
 * a ``__syncthreads`` inside one role's branch is refused on the final TIR.
@@ -47,7 +48,7 @@ def _compiled_pass_names(config, pipeline):
         tvm.compile(tvm.IRModule({"main": f}), target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}),
                     tir_pipeline=pipeline)
     first = seen.index("s_tir.CanonicalizeLoop")
-    last = max(i for i, n in enumerate(seen) if n in ("tirx.BF16StorageLegalize", "TwillVerifyRoleBranches"))
+    last = max(i for i, n in enumerate(seen) if n in ("tirx.BF16StorageLegalize", "TwillCheckCompiledProtocol"))
     return [n for n in seen[first:last + 1] if n not in ("_pipeline", "sequential")]
 
 
@@ -61,7 +62,8 @@ def test_pass_names_are_tvms_with_the_rewrite_spliced_in(config):
     stock = _compiled_pass_names(config, "s_tir")
     i = stock.index("tirx.FlattenBuffer") + 1
     j = stock.index("s_tir.MergeSharedMemoryAllocations")
-    assert ours == stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches"]
+    assert ours == stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches",
+                                                                                   "TwillCheckCompiledProtocol"]
     it = iter(ours)  # what ws_passes lists is what ran (composite passes also show their inner passes)
     assert all(name in it for name in listed)
     if config.get("tirx.instrument_bound_checkers"):

@@ -4,7 +4,7 @@ Nothing here imports TVM or a solver; everything else builds on it.
 """
 from .bounds import critical_recurrence, explain_lower_bound, rec_mii, res_mii, resource_bottleneck
 from .families import Bound, Family
-from .checker import Violation, check, live_intervals, verify
+from .checker import Violation, check, live_intervals, register_peaks, verify
 from .graph import Edge, Graph, Op
 from .io import (GRAPH_FORMAT, dump, graph_from_dict, graph_to_dict, load_graph, load_machine,
                  load_schedule, machine_from_dict, machine_to_dict, schedule_from_dict, schedule_to_dict)
@@ -16,6 +16,6 @@ __all__ = [
     "Attempt", "BUILTIN_MACHINES", "Bound", "Family", "critical_recurrence", "explain_lower_bound", "resource_bottleneck", "CostModel", "Edge", "GRAPH_FORMAT", "Graph", "LowerBound", "Machine",
     "Op", "Placement", "Schedule", "Violation", "body_order", "check", "dump", "get_machine",
     "graph_from_dict", "graph_to_dict", "live_intervals", "load_graph", "load_machine", "load_schedule",
-    "machine_for_arch", "machine_from_dict", "machine_to_dict", "make_schedule", "rec_mii", "res_mii",
+    "machine_for_arch", "machine_from_dict", "machine_to_dict", "make_schedule", "rec_mii", "register_peaks", "res_mii",
     "schedule_from_dict", "schedule_to_dict", "topological_order", "verify",
 ]

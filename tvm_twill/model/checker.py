@@ -55,6 +55,26 @@ def live_instances(start: int, end: int, ii: int, tau: int) -> int:
     return (tau - start) // ii - (tau - end) // ii
 
 
+def register_peaks(schedule, graph) -> dict:
+    """Peak registers per thread held by each warp role over the steady state (rule 5's measure): role -> registers.
+
+    What the setmaxnreg budgets of a warp-specialized kernel are checked against (``warpspec``)."""
+    times = {n: p.time for n, p in schedule.ops.items()}
+    live = live_intervals(graph, times, schedule.ii)
+    peaks = {w: 0 for w in schedule.warps_used()}
+    # live_instances counts every instance k (negative ones too), so the
+    # pressure is periodic in tau; it only rises where an interval starts,
+    # so the interval starts modulo ii are the only points to evaluate.
+    for tau in sorted({start % schedule.ii for start, _ in live.values()}):
+        held = {}
+        for name, (start, end) in live.items():
+            w = schedule.ops[name].warp
+            held[w] = held.get(w, 0) + live_instances(start, end, schedule.ii, tau) * graph.op(name).regs
+        for w, r in held.items():
+            peaks[w] = max(peaks[w], r)
+    return peaks
+
+
 def modulo_load(runs, ii: int) -> list[tuple[int, int, int]]:
     """The load on slots [0, ii) of intervals repeated every ii cycles.
 
@@ -106,23 +126,37 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
     warps as blocking (the consumer waits on the shared-memory hand-off; the
     paper's elided constraint).  Off by default: rules 1-6 exactly.
     """
-    v: list[Violation] = []
+    v, fatal = _structure(schedule, graph, machine)
+    if fatal:
+        return v
+    ii, P = schedule.ii, schedule.ops
+    t = {n: P[n].time for n in graph.names}
+    w = {n: P[n].warp for n in graph.names}
+    v += _dependence(graph, machine, t, w, ii)
+    v += _resources(graph, machine, t, ii)
+    v += _variable_latency(graph, w)
+    v += _blocking(graph, t, w, ii, cross_warp_sync)
+    v += _capacities(graph, machine, t, w, ii)
+    return v
+
+
+def _structure(schedule, graph, machine) -> tuple[list[Violation], bool]:
+    """Rule 0: the schedule's own structure; (violations, fatal: the rules cannot be checked at all)."""
     ii = schedule.ii
     if isinstance(ii, bool) or not isinstance(ii, int) or ii < 1:
-        return [Violation(0, f"ii must be an integer >= 1, got {ii!r}")]
+        return [Violation(0, f"ii must be an integer >= 1, got {ii!r}")], True
     names = set(graph.names)
     if set(schedule.ops) != names:
         missing, extra = sorted(names - set(schedule.ops)), sorted(set(schedule.ops) - names)
-        return [Violation(0, f"schedule ops do not match graph ops (missing {missing}, unknown {extra})")]
+        return [Violation(0, f"schedule ops do not match graph ops (missing {missing}, unknown {extra})")], True
+    v: list[Violation] = []
     P = schedule.ops
-    t = {n: P[n].time for n in names}
     cyc = {op.name: op.cycles for op in graph.ops}
-    w = {n: P[n].warp for n in names}
     for n in graph.names:
         p = P[n]
         if isinstance(p.time, bool) or not isinstance(p.time, int) or p.time < 0:
             v.append(Violation(0, f"op '{n}' time must be an integer >= 0, got {p.time!r}"))
-            return v
+            return v, True
         if p.stage != p.time // ii:
             v.append(Violation(0, f"op '{n}' stage is {p.stage} but time {p.time} // ii {ii} = {p.time // ii}"))
         if not (0 <= p.warp < machine.warp_groups):
@@ -131,19 +165,27 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
             v.append(Violation(0, f"op '{n}' cycles {schedule.cycles.get(n)} differ from the graph's {cyc[n]}"))
     if sorted(p.order for p in P.values()) != list(range(len(names))):
         v.append(Violation(0, "orders must be a permutation of 0..n-1"))
-    length = max(t[n] + cyc[n] for n in names)
+    length = max(P[n].time + cyc[n] for n in names)
     if schedule.length != length:
         v.append(Violation(0, f"length is {schedule.length} but the last op ends at {length}"))
+    return v, False
 
-    # 1. dependence (with the cross-warp spill cost)
+
+def _dependence(graph, machine, t: dict, w: dict, ii: int) -> list[Violation]:
+    """Rule 1: every edge's delay (with the cross-warp spill cost) and distance."""
+    v = []
     for e in graph.edges:
         s = machine.spill_of(graph.op(e.src)) if w[e.src] != w[e.dst] else 0
         if t[e.dst] + e.distance * ii < t[e.src] + e.delay + s:
             v.append(Violation(1, f"edge {e.src}->{e.dst}: time[{e.dst}] + {e.distance}*ii = "
                                   f"{t[e.dst] + e.distance * ii} < time[{e.src}] + delay {e.delay}"
                                   f" + spill {s} = {t[e.src] + e.delay + s}"))
+    return v
 
-    # 2. modulo resource capacity (run-length reservations, interval arithmetic)
+
+def _resources(graph, machine, t: dict, ii: int) -> list[Violation]:
+    """Rule 2: modulo resource capacity (run-length reservations, interval arithmetic)."""
+    v = []
     runs_of = {op.name: op.reservation_runs() for op in graph.ops}
     for unit, cap in machine.units.items():
         runs = [(t[op.name] + off, length, k)
@@ -153,8 +195,12 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
             if total > cap:
                 for _, where in _slots(lo, hi):
                     v.append(Violation(2, f"unit {unit} at {where} (mod ii {ii}) holds {total} > capacity {cap}"))
+    return v
 
-    # 3. the variable-latency warp
+
+def _variable_latency(graph, w: dict) -> list[Violation]:
+    """Rule 3: the variable-latency ops share one warp, and it runs nothing else."""
+    v = []
     vl = [op.name for op in graph.ops if op.variable_latency]
     if vl:
         vl_warps = {w[n] for n in vl}
@@ -163,8 +209,13 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
         for op in graph.ops:
             if not op.variable_latency and w[op.name] in vl_warps:
                 v.append(Violation(3, f"fixed-latency op '{op.name}' is on the variable-latency warp {w[op.name]}"))
+    return v
 
-    # 4. blocking synchronization
+
+def _blocking(graph, t: dict, w: dict, ii: int, cross_warp_sync: bool) -> list[Violation]:
+    """Rule 4: a blocking wait never lands while another op of its warp executes."""
+    v = []
+    cyc = {op.name: op.cycles for op in graph.ops}
     blocking = [e for e in graph.edges if e.blocking or (cross_warp_sync and w[e.src] != w[e.dst])]
     running = _executing(graph, t, w, ii, {e.dst for e in blocking})
     for e in blocking:
@@ -176,8 +227,13 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
             v.append(Violation(4, f"'{dst}' waits on {e.src} at {t[dst]} while '{o}' "
                                   f"(instance {k}) executes on the same warp {w[dst]} "
                                   f"during [{start}, {start + c})"))
+    return v
 
-    # 5. registers per warp, 6. shared and tensor memory: live values are intervals
+
+def _capacities(graph, machine, t: dict, w: dict, ii: int) -> list[Violation]:
+    """Rule 5, registers per warp, and rule 6, shared and tensor memory: live values are intervals.
+
+    In slot order, then warps, smem, tmem."""
     live = live_intervals(graph, t, ii)
     regs: dict[int, list] = {}
     mem: dict[str, list] = {"smem": [], "tmem": []}
@@ -188,7 +244,7 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
         regs.setdefault(w[name], []).append((s0, e0 - s0, op.regs))
         mem["smem"].append((s0, e0 - s0, op.smem))
         mem["tmem"].append((s0, e0 - s0, op.tmem))
-    found = []  # ((slot, kind, warp), violation): in slot order, then warps, smem, tmem
+    found = []  # ((slot, kind, warp), violation)
     for warp, runs in sorted(regs.items()):
         for lo, hi, total in modulo_load(runs, ii):
             if total > machine.regs_per_thread_max:
@@ -201,8 +257,7 @@ def check(schedule, graph, machine, *, cross_warp_sync: bool = False) -> list[Vi
                 for r, where in _slots(lo, hi):
                     found.append(((r, 1 + (kind == "tmem"), 0), Violation(6, f"{total} bytes of {what} memory live at {where} > {cap}")))
     found.sort(key=lambda f: f[0])
-    v.extend(f[1] for f in found)
-    return v
+    return [f[1] for f in found]
 
 
 def _executing(graph, t: dict, w: dict, ii: int, dsts: set) -> dict:

@@ -168,157 +168,185 @@ def paper_smt_solve(graph, machine, ii: int, length: int, *, time_limit: float =
     machine = get_machine(machine)
     graph.validate_for(machine)
     z3 = load_z3("solver 'paper-smt'")
-    Bool, And, Not, Implies = z3.Bool, z3.And, z3.Not, z3.Implies
-    deadline = Deadline.of(deadline, time_limit)
+    enc = _PaperEncoding(z3, graph, machine, ii, length, Deadline.of(deadline, time_limit))
+    enc.figure4()
+    enc.warp_variables()
+    enc.liveness()
+    enc.figure6()
+    return enc.solve()
 
-    def Or(lits):
+
+class _PaperEncoding:
+    """Figures 4-6 of the paper for one (ii, L), added to one z3 solver in the paper's order
+    (``paper_smt_solve``): ``op[n, i, t]`` (copy i of op n issues at cycle t), ``opw[n, w]`` (op n on
+    warp role w), ``live[n, i, t]`` (copy i of n's value is live at t)."""
+
+    def __init__(self, z3, graph, machine, ii: int, length: int, deadline: Deadline):
+        self.z3, self.graph, self.machine, self.deadline = z3, graph, machine, deadline
+        self.ii, self.length = ii, length
+        self.names = graph.names
+        self.ops = {n: graph.op(n) for n in self.names}
+        self.C, self.T = copies_and_horizon(graph, ii, length)
+        _check_size(graph, ii, length)
+        self.W = machine.warp_groups
+        self.roles = role_ids(graph, machine)  # at most one role per op: roles are interchangeable
+        self.copies = range(self.C)
+        self.cycles = range(self.T + 1)  # [0, T]: a zero-cycle op of the last copy may issue at T
+        self.s = z3.SolverFor("QF_FD")
+        self.s.set("random_seed", 0)
+
+    def Or(self, lits):
         """z3.Or of a list, built by one C call: z3.Or's per-argument coercion
         in Python was 80% of the time on graphs with ii near 100."""
+        z3 = self.z3
         if not lits:
             return z3.BoolVal(False)
         return z3.BoolRef(z3.Z3_mk_or(lits[0].ctx_ref(), len(lits),
                                       (z3.Ast * len(lits))(*[x.as_ast() for x in lits])), lits[0].ctx)
 
-    def overdue(stage: str) -> None:
-        if deadline.expired():
-            raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: {deadline.limit:.1f} s "
-                                     f"ran out while building the {stage} constraints: raise the time limit")
+    def overdue(self, stage: str) -> None:
+        if self.deadline.expired():
+            raise SolverTimeoutError(f"paper SMT for '{self.graph.name}' at ii={self.ii}, L={self.length}: "
+                                     f"{self.deadline.limit:.1f} s ran out while building the {stage} constraints: "
+                                     "raise the time limit")
 
-    names = graph.names
-    ops = {n: graph.op(n) for n in names}
-    C, T = copies_and_horizon(graph, ii, length)
-    _check_size(graph, ii, length)
-    W = machine.warp_groups
-    roles = role_ids(graph, machine)  # at most one role per op: roles are interchangeable
-    copies = range(C)
-    cycles = range(T + 1)  # [0, T]: a zero-cycle op of the last copy may issue at T
-    s = z3.SolverFor("QF_FD")
-    s.set("random_seed", 0)
-
-    # -- Figure 4 ------------------------------------------------------------
-    op = {(n, i, t): Bool(f"op[{n},{i},{t}]") for n in names for i in copies for t in cycles}
-
-    def at(n, i, t):
+    def at(self, n, i, t):
         """op[n,i,t], false outside Q (the paper's guard)."""
-        return op[n, i, t] if 0 <= i < C and 0 <= t <= T else z3.BoolVal(False)
+        return self.op[n, i, t] if 0 <= i < self.C and 0 <= t <= self.T else self.z3.BoolVal(False)
 
-    for n in names:
-        for i in copies:
-            s.add(z3.PbEq([(op[n, i, t], 1) for t in cycles], 1))                      # Uniqueness
-            for t in cycles:
-                if i:
-                    s.add(Implies(op[n, 0, t], at(n, i, t + i * ii)))                # Consistency
-                if t + ops[n].cycles > T:
-                    s.add(Not(op[n, i, t]))                                          # Completion
-    for e in graph.edges:
-        overdue("Figure 4")
-        for i in range(C - e.distance):
-            for t in cycles:
-                early = [op[e.dst, i + e.distance, t2] for t2 in range(min(t + e.delay, T + 1))]
-                if early:
-                    s.add(Implies(op[e.src, i, t], Not(Or(early))))                  # Dependence
-    rows = {n: ops[n].reservation() for n in names}
-    for unit, cap in sorted(machine.units.items()):
-        for t in cycles:
-            terms = [(op[n, i, t - c], k) for n in names for i in copies
-                     for c, row in enumerate(rows[n]) if t - c >= 0
-                     for u, k in row if u == unit]
-            if sum(k for _, k in terms) > cap:
-                s.add(z3.PbLe(terms, cap))                                            # Capacity
+    def together(self, a, b):
+        return self.Or([self.z3.And(self.opw[a, w], self.opw[b, w]) for w in self.roles])
 
-    overdue("Figure 4")
-
-    # -- Figure 6: warp variables (needed by the register limit below) ---------
-    opw = {(n, w): Bool(f"opw[{n},{w}]") for n in names for w in roles}
-    for n in names:
-        s.add(z3.PbEq([(opw[n, w], 1) for w in roles], 1))                           # Warp Uniqueness
-    if any(o.variable_latency for o in ops.values()):
+    def figure4(self) -> None:
+        """Uniqueness, Consistency, Completion, Dependence, Capacity."""
+        z3, s, graph, ops, ii, T, C = self.z3, self.s, self.graph, self.ops, self.ii, self.T, self.C
+        names, copies, cycles, Or, at = self.names, self.copies, self.cycles, self.Or, self.at
+        Implies, Not = z3.Implies, z3.Not
+        op = self.op = {(n, i, t): z3.Bool(f"op[{n},{i},{t}]") for n in names for i in copies for t in cycles}
         for n in names:
-            s.add(opw[n, W - 1] == z3.BoolVal(ops[n].variable_latency))                # Variable Latency
-
-    def together(a, b):
-        return Or([And(opw[a, w], opw[b, w]) for w in roles])
-
-    # -- Figure 5: liveness ------------------------------------------------------
-    # Live variables run to H = max(T, C*ii) so that the whole steady-state
-    # window [.., C*ii) has them; no op issues in (T, H].  Capacities are
-    # enforced for t < C*ii: the epilogue after it adds nothing (module docstring).
-    H = max(T, C * ii)
-    holders = [n for n in names if graph.out_edges(n)
-               and (ops[n].regs or ops[n].smem or ops[n].tmem)]
-    live = {(n, i, t): Bool(f"live[{n},{i},{t}]") for n in holders for i in copies for t in range(H + 1)}
-    for n in holders:
-        outs = graph.out_edges(n)
-        for i in copies:
-            s.add(live[n, i, H] == z3.BoolVal(any(i + e.distance >= C for e in outs)))  # Init
-            for t in range(H, 0, -1):
-                here = at(n, i, t)
-                # A use in the cycle of the definition itself (delay 0) reads nothing older.
-                used = And(Or([at(e.dst, i + e.distance, t) for e in outs]), Not(here))
-                s.add(Implies(And(live[n, i, t], here), Not(live[n, i, t - 1])))      # LiveProp-1
-                s.add(Implies(And(live[n, i, t], Not(here)), live[n, i, t - 1]))      # LiveProp-2
-                s.add(Implies(And(Not(live[n, i, t]), used), live[n, i, t - 1]))      # DeadProp-1
-                s.add(Implies(And(Not(live[n, i, t]), Not(used)), Not(live[n, i, t - 1])))  # DeadProp-2
-    for field, cap in (("smem", machine.smem_bytes), ("tmem", machine.tmem_bytes)):
-        users = [n for n in holders if getattr(ops[n], field)]
-        if sum(getattr(ops[n], field) for n in users) * C <= cap:
-            continue  # can never be exceeded: skip the (true) constraint
-        for t in range(C * ii):
-            s.add(z3.PbLe([(live[n, i, t], getattr(ops[n], field)) for n in users for i in copies],
-                          cap))                                                       # Memory Capacity
-
-    overdue("Figure 5")
-
-    # -- Figure 6: registers, spills, concurrency ----------------------------------
-    reg_users = [n for n in holders if ops[n].regs]
-    if sum(ops[n].regs for n in reg_users) * C > machine.regs_per_thread_max:
-        for t in range(C * ii):
-            for w in roles:
-                s.add(z3.PbLe([(And(live[n, i, t], opw[n, w]), ops[n].regs)
-                               for n in reg_users for i in copies],
-                              machine.regs_per_thread_max))                           # Register Limit
-    for e in graph.edges:
-        cost = machine.spill_of(ops[e.src])
-        if not cost or e.src == e.dst:
-            continue
-        overdue("Figure 6")
-        apart = Not(together(e.src, e.dst))
-        for i in range(C - e.distance):
-            for t in cycles:
-                late = [op[e.dst, i + e.distance, t + e.delay + k] for k in range(cost)
-                        if t + e.delay + k <= T]
-                if late:
-                    s.add(Implies(And(op[e.src, i, t], apart), Not(Or(late))))       # Cross-Warp Spills
-    for v in sorted({e.dst for e in graph.edges if e.blocking}, key=graph.index):
-        for o in names:
-            if o == v or not ops[o].cycles:
-                continue
-            overdue("Figure 6")
-            same = together(v, o)
             for i in copies:
+                s.add(z3.PbEq([(op[n, i, t], 1) for t in cycles], 1))                      # Uniqueness
                 for t in cycles:
-                    busy = [op[o, i2, t2] for i2 in copies
-                            for t2 in range(max(0, t - ops[o].cycles + 1), t + 1)]
-                    s.add(Implies(And(op[v, i, t], same), Not(Or(busy))))             # Concurrency
+                    if i:
+                        s.add(Implies(op[n, 0, t], at(n, i, t + i * ii)))                # Consistency
+                    if t + ops[n].cycles > T:
+                        s.add(Not(op[n, i, t]))                                          # Completion
+        for e in graph.edges:
+            self.overdue("Figure 4")
+            for i in range(C - e.distance):
+                for t in cycles:
+                    early = [op[e.dst, i + e.distance, t2] for t2 in range(min(t + e.delay, T + 1))]
+                    if early:
+                        s.add(Implies(op[e.src, i, t], Not(Or(early))))                  # Dependence
+        rows = {n: ops[n].reservation() for n in names}
+        for unit, cap in sorted(self.machine.units.items()):
+            for t in cycles:
+                terms = [(op[n, i, t - c], k) for n in names for i in copies
+                         for c, row in enumerate(rows[n]) if t - c >= 0
+                         for u, k in row if u == unit]
+                if sum(k for _, k in terms) > cap:
+                    s.add(z3.PbLe(terms, cap))                                            # Capacity
+        self.overdue("Figure 4")
 
-    overdue("Figure 6")
-    ms = deadline.z3_ms()
-    s.set("timeout", ms)
-    t0 = _time.monotonic()
-    result = s.check()
-    if result == z3.unknown:
-        reason = s.reason_unknown()
-        # KeyboardInterrupt on Ctrl-C
-        z3_unknown(reason, seconds=_time.monotonic() - t0, allowed=ms / 1000 if ms else None)
-        raise SolverTimeoutError(f"paper SMT for '{graph.name}' at ii={ii}, L={length}: z3 answered "
-                                 f"unknown ({reason}) within {deadline.limit:.1f} s: "
-                                 "raise the time limit")
-    if result == z3.unsat:
-        return None
-    model = s.model()
-    times = {n: next(t for t in cycles if z3.is_true(model.eval(op[n, 0, t]))) for n in names}
-    warps = {n: next(w for w in roles if z3.is_true(model.eval(opw[n, w]))) for n in names}
-    return times, _canonical_warps(warps, graph, W)
+    def warp_variables(self) -> None:
+        """Figure 6's warp variables (needed by the register limit): Warp Uniqueness, Variable Latency."""
+        z3, s, ops, names, roles = self.z3, self.s, self.ops, self.names, self.roles
+        opw = self.opw = {(n, w): z3.Bool(f"opw[{n},{w}]") for n in names for w in roles}
+        for n in names:
+            s.add(z3.PbEq([(opw[n, w], 1) for w in roles], 1))                           # Warp Uniqueness
+        if any(o.variable_latency for o in ops.values()):
+            for n in names:
+                s.add(opw[n, self.W - 1] == z3.BoolVal(ops[n].variable_latency))           # Variable Latency
+
+    def liveness(self) -> None:
+        """Figure 5.  Live variables run to H = max(T, C*ii) so that the whole steady-state window [.., C*ii)
+        has them; no op issues in (T, H].  Capacities are enforced for t < C*ii: the epilogue after it adds
+        nothing (module docstring)."""
+        z3, s, graph, ops, C, ii, at, Or = self.z3, self.s, self.graph, self.ops, self.C, self.ii, self.at, self.Or
+        And, Not, Implies, copies = z3.And, z3.Not, z3.Implies, self.copies
+        H = max(self.T, C * ii)
+        holders = self.holders = [n for n in self.names if graph.out_edges(n)
+                                  and (ops[n].regs or ops[n].smem or ops[n].tmem)]
+        live = self.live = {(n, i, t): z3.Bool(f"live[{n},{i},{t}]") for n in holders for i in copies
+                            for t in range(H + 1)}
+        for n in holders:
+            outs = graph.out_edges(n)
+            for i in copies:
+                s.add(live[n, i, H] == z3.BoolVal(any(i + e.distance >= C for e in outs)))  # Init
+                for t in range(H, 0, -1):
+                    here = at(n, i, t)
+                    # A use in the cycle of the definition itself (delay 0) reads nothing older.
+                    used = And(Or([at(e.dst, i + e.distance, t) for e in outs]), Not(here))
+                    s.add(Implies(And(live[n, i, t], here), Not(live[n, i, t - 1])))      # LiveProp-1
+                    s.add(Implies(And(live[n, i, t], Not(here)), live[n, i, t - 1]))      # LiveProp-2
+                    s.add(Implies(And(Not(live[n, i, t]), used), live[n, i, t - 1]))      # DeadProp-1
+                    s.add(Implies(And(Not(live[n, i, t]), Not(used)), Not(live[n, i, t - 1])))  # DeadProp-2
+        for field, cap in (("smem", self.machine.smem_bytes), ("tmem", self.machine.tmem_bytes)):
+            users = [n for n in holders if getattr(ops[n], field)]
+            if sum(getattr(ops[n], field) for n in users) * C <= cap:
+                continue  # can never be exceeded: skip the (true) constraint
+            for t in range(C * ii):
+                s.add(z3.PbLe([(live[n, i, t], getattr(ops[n], field)) for n in users for i in copies],
+                              cap))                                                       # Memory Capacity
+        self.overdue("Figure 5")
+
+    def figure6(self) -> None:
+        """Register Limit, Cross-Warp Spills, Concurrency."""
+        z3, s, graph, ops, machine, op = self.z3, self.s, self.graph, self.ops, self.machine, self.op
+        And, Not, Implies, Or, T, C = z3.And, z3.Not, z3.Implies, self.Or, self.T, self.C
+        copies, cycles, live, opw = self.copies, self.cycles, self.live, self.opw
+        reg_users = [n for n in self.holders if ops[n].regs]
+        if sum(ops[n].regs for n in reg_users) * C > machine.regs_per_thread_max:
+            for t in range(C * self.ii):
+                for w in self.roles:
+                    s.add(z3.PbLe([(And(live[n, i, t], opw[n, w]), ops[n].regs)
+                                   for n in reg_users for i in copies],
+                                  machine.regs_per_thread_max))                           # Register Limit
+        for e in graph.edges:
+            cost = machine.spill_of(ops[e.src])
+            if not cost or e.src == e.dst:
+                continue
+            self.overdue("Figure 6")
+            apart = Not(self.together(e.src, e.dst))
+            for i in range(C - e.distance):
+                for t in cycles:
+                    late = [op[e.dst, i + e.distance, t + e.delay + k] for k in range(cost)
+                            if t + e.delay + k <= T]
+                    if late:
+                        s.add(Implies(And(op[e.src, i, t], apart), Not(Or(late))))       # Cross-Warp Spills
+        for v in sorted({e.dst for e in graph.edges if e.blocking}, key=graph.index):
+            for o in self.names:
+                if o == v or not ops[o].cycles:
+                    continue
+                self.overdue("Figure 6")
+                same = self.together(v, o)
+                for i in copies:
+                    for t in cycles:
+                        busy = [op[o, i2, t2] for i2 in copies
+                                for t2 in range(max(0, t - ops[o].cycles + 1), t + 1)]
+                        s.add(Implies(And(op[v, i, t], same), Not(Or(busy))))             # Concurrency
+        self.overdue("Figure 6")
+
+    def solve(self):
+        """(times, warps) of z3's model, None when unsat; SolverTimeoutError when z3 answers unknown."""
+        z3, s = self.z3, self.s
+        ms = self.deadline.z3_ms()
+        s.set("timeout", ms)
+        t0 = _time.monotonic()
+        result = s.check()
+        if result == z3.unknown:
+            reason = s.reason_unknown()
+            # KeyboardInterrupt on Ctrl-C
+            z3_unknown(reason, seconds=_time.monotonic() - t0, allowed=ms / 1000 if ms else None)
+            raise SolverTimeoutError(f"paper SMT for '{self.graph.name}' at ii={self.ii}, L={self.length}: z3 "
+                                     f"answered unknown ({reason}) within {self.deadline.limit:.1f} s: "
+                                     "raise the time limit")
+        if result == z3.unsat:
+            return None
+        model = s.model()
+        times = {n: next(t for t in self.cycles if z3.is_true(model.eval(self.op[n, 0, t]))) for n in self.names}
+        warps = {n: next(w for w in self.roles if z3.is_true(model.eval(self.opw[n, w]))) for n in self.names}
+        return times, _canonical_warps(warps, self.graph, self.W)
 
 
 def _canonical_warps(warps: dict[str, int], graph, n_warps: int) -> dict[str, int]:

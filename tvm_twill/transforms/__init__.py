@@ -8,7 +8,7 @@
 The annotation modules are pure Python over the model: the functions act on
 the ``tvm.s_tir.Schedule`` the caller passes in, so they are testable with
 hand-written graphs.  ``warp_specialize`` (the driver of the ``ws_*`` passes) /
-``ws_lowering`` rewrite lowered TIR (TVM through ``frontend.ir``; shared helpers
+``ws_lowering`` (+ ``ws_compiled``, the protocol check of the final TIR) rewrite lowered TIR (TVM through ``frontend.ir``; shared helpers
 in ``tir_util``) and are imported by name, not re-exported;
 so is ``sass`` (pure text: the role dispatch of a compiled WS kernel in its SASS).
 """

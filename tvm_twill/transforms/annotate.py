@@ -228,70 +228,91 @@ def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int) -> tuple
     iterations may read copies that are still in flight.  ``auto_pipeline``
     keeps the copies of the async stage contiguous, which avoids the case.
     """
-    deps = [(a, b) for a, b, dist in statement_deps(graph, data_only=True) if dist == 0]
-    n = len(ann.stages)
+    q = _AsyncQueue(ann, graph, trip_count)
     S = ann.num_stages - 1
-    asyncs = set(ann.async_stages)
-    is_async = [ann.stages[i] in asyncs for i in range(n)]
-    seq = sorted(range(n), key=lambda i: ann.orders[i])
-    producers = {b: sorted({a for a, d in deps if d == b and is_async[a] and a != b
-                            and ann.stages[a] <= ann.stages[b]}) for b in range(n)}
-    groups: list[set] = []      # committed groups: sets of (statement, loop iteration)
-    group_of: dict = {}         # (statement, loop iteration) -> index of its group
-    done = 0                    # groups [0, done) are known complete
-    out: list[AsyncWait] = []
-    body_counts: dict[int, list] = {}   # producer stage -> counts over body iterations
+    for k in range(S):
+        q.run("prologue", k, k)
+    for i in range(S, trip_count):
+        q.run("body", i, None)
+    for k, i in enumerate(range(max(trip_count, S), trip_count + S)):
+        q.run("epilogue", i, k)
+    return q.waits()
 
-    def run(part: str, i: int, k: int | None):
-        nonlocal done
+
+class _AsyncQueue:
+    """The single cp.async queue as ``async_waits`` simulates it: the groups committed, the waits emitted."""
+
+    def __init__(self, ann: PipelineAnnotation, graph: Graph, trip_count: int):
+        deps = [(a, b) for a, b, dist in statement_deps(graph, data_only=True) if dist == 0]
+        n = len(ann.stages)
+        asyncs = set(ann.async_stages)
+        self.ann, self.trip_count = ann, trip_count
+        self.is_async = [ann.stages[i] in asyncs for i in range(n)]
+        self.seq = sorted(range(n), key=lambda i: ann.orders[i])
+        self.producers = {b: sorted({a for a, d in deps if d == b and self.is_async[a] and a != b
+                                     and ann.stages[a] <= ann.stages[b]}) for b in range(n)}
+        self.groups: list[set] = []      # committed groups: sets of (statement, loop iteration)
+        self.group_of: dict = {}         # (statement, loop iteration) -> index of its group
+        self.done = 0                    # groups [0, done) are known complete
+        self.out: list[AsyncWait] = []
+        self.body_counts: dict[int, list] = {}   # producer stage -> counts over body iterations
+
+    def run(self, part: str, i: int, k: int | None) -> None:
+        """Kernel iteration ``i`` (``k``: its index in the unrolled prologue / epilogue), statement by statement."""
+        ann = self.ann
         open_group: set | None = None
         open_stage = None
         # producer stage -> [statement the wait precedes, groups committed there, smallest N]
         pending: dict[int, list] = {}
-        for c in seq:
+        for c in self.seq:
             j = i - ann.stages[c]
-            if not 0 <= j < trip_count:
+            if not 0 <= j < self.trip_count:
                 continue
-            for p in producers[c]:
-                g = group_of.get((p, j))
-                if g is None:
-                    raise InputError(f"statement {c} reads async data of statement {p} (iteration {j}) "
-                                     "before it is committed: reorder the statements")
-                if g < done and part != "body":
-                    continue  # an earlier wait already completed it (unrolled parts only)
-                st = ann.stages[p]
-                if st not in pending:
-                    pending[st] = [c, len(groups), None]
-                at = pending[st][1]
-                if g >= at:
-                    raise InputError(f"statement {c} needs the async copy of statement {p} that is "
-                                     "committed after the wait before the first consumer: reorder them")
-                need = at - g - 1
-                pending[st][2] = need if pending[st][2] is None else min(pending[st][2], need)
-            if is_async[c]:
+            self._consume(part, c, j, pending)
+            if self.is_async[c]:
                 if open_group is None or open_stage != ann.stages[c]:
                     open_group, open_stage = set(), ann.stages[c]
-                    groups.append(open_group)
+                    self.groups.append(open_group)
                 open_group.add((c, j))
-                group_of[c, j] = len(groups) - 1
+                self.group_of[c, j] = len(self.groups) - 1
             else:
                 open_group = None
-        for st, (before, at, need) in sorted(pending.items(), key=lambda kv: ann.orders[kv[1][0]]):
-            done = max(done, at - need)
-            if part == "body":
-                body_counts.setdefault(st, []).append(need)
-                if not any(w.part == "body" and w.stage == st for w in out):
-                    out.append(AsyncWait(part, None, before, st, need))
-            else:
-                out.append(AsyncWait(part, k, before, st, need))
+        self._emit(part, k, pending)
 
-    for k in range(S):
-        run("prologue", k, k)
-    for i in range(S, trip_count):
-        run("body", i, None)
-    for k, i in enumerate(range(max(trip_count, S), trip_count + S)):
-        run("epilogue", i, k)
-    return tuple(replace(w, in_flight=min(body_counts[w.stage])) if w.part == "body" else w for w in out)
+    def _consume(self, part: str, c: int, j: int, pending: dict) -> None:
+        """Statement ``c`` of loop iteration ``j`` needs its producers' groups: the wait before it, and its N."""
+        for p in self.producers[c]:
+            g = self.group_of.get((p, j))
+            if g is None:
+                raise InputError(f"statement {c} reads async data of statement {p} (iteration {j}) "
+                                 "before it is committed: reorder the statements")
+            if g < self.done and part != "body":
+                continue  # an earlier wait already completed it (unrolled parts only)
+            st = self.ann.stages[p]
+            if st not in pending:
+                pending[st] = [c, len(self.groups), None]
+            at = pending[st][1]
+            if g >= at:
+                raise InputError(f"statement {c} needs the async copy of statement {p} that is "
+                                 "committed after the wait before the first consumer: reorder them")
+            need = at - g - 1
+            pending[st][2] = need if pending[st][2] is None else min(pending[st][2], need)
+
+    def _emit(self, part: str, k: int | None, pending: dict) -> None:
+        """The waits of one kernel iteration, in program order (the body's: once, its counts collected)."""
+        for st, (before, at, need) in sorted(pending.items(), key=lambda kv: self.ann.orders[kv[1][0]]):
+            self.done = max(self.done, at - need)
+            if part == "body":
+                self.body_counts.setdefault(st, []).append(need)
+                if not any(w.part == "body" and w.stage == st for w in self.out):
+                    self.out.append(AsyncWait(part, None, before, st, need))
+            else:
+                self.out.append(AsyncWait(part, k, before, st, need))
+
+    def waits(self) -> tuple[AsyncWait, ...]:
+        """The waits emitted; the body's with the smallest count over all body iterations."""
+        return tuple(replace(w, in_flight=min(self.body_counts[w.stage])) if w.part == "body" else w
+                     for w in self.out)
 
 
 # -- writing the annotations on a tvm.s_tir.Schedule ---------------------------

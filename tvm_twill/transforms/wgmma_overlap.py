@@ -1,6 +1,6 @@
 """wgmma groups in flight across iterations of a warp-specialized consumer loop (sm_90a).
 
-The wgmma tensor intrinsic (``workloads.wgmma_intrinsics``) is one synchronous
+The wgmma tensor intrinsic (``transforms.wgmma_intrinsics``) is one synchronous
 group per call: ``wgmma.fence``, ``mma_async``, ``commit_group``,
 ``wait_group 0``.  In the consumer loop of ``transforms.warp_specialize``
 that idles the tensor cores while each group drains, and the consumer

@@ -11,9 +11,12 @@ later TVM adds take effect), with two passes spliced in after FlattenBuffer:
 ``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread
 registers; a no-op on kernels without one, so the pipeline also compiles
 plain wgmma kernels) and the rewrite, which model checks the protocol it
-emitted and refuses the kernel when it fails; and one check at the end, on
+emitted and refuses the kernel when it fails; and two checks at the end, on
 the final TIR: no ``__syncthreads`` inside a role branch (TVM's ThreadSync
-runs after the rewrite; the rewrite places its own barriers).  ``transforms.proxy_fence`` is spliced in
+runs after the rewrite; the rewrite places its own barriers), and the ring
+protocol read off the final TIR (``ws_compiled``: nothing from the passes'
+own facts) passes the model check, so a pass after the rewrite that breaks
+the protocol (a dropped arrive, a moved release) gets no kernel.  ``transforms.proxy_fence`` is spliced in
 before MergeSharedMemoryAllocations, once ThreadSync has placed the barriers
 and the async copies are lowered: ``fence.proxy.async`` where generic writes
 to shared memory feed wgmma.
@@ -29,6 +32,7 @@ from ..model.protocol import check_ring
 from . import warp_specialize as _ws
 from .fragments import shrink_thread_fragments_pass
 from .proxy_fence import proxy_fence_pass
+from .ws_compiled import check_compiled, verify_compiled_protocol
 
 __all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches",
            "warp_specialize_pass", "ws_passes"]
@@ -110,11 +114,12 @@ def verify_role_branches(mod, _ctx):
 
 def ws_passes() -> list:
     """TVM's own s_tir pass list under the current PassContext, with the rewrite spliced in after
-    FlattenBuffer, the proxy fences before MergeSharedMemoryAllocations and the role-branch check at the end."""
+    FlattenBuffer, the proxy fences before MergeSharedMemoryAllocations and the two checks of the final TIR at
+    the end (role branches, the compiled ring protocol)."""
     passes = splice_passes(stock_s_tir_passes(), "tirx.FlattenBuffer",
                            [shrink_thread_fragments_pass, warp_specialize_pass])
     passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [proxy_fence_pass], before=True)
-    return passes + [verify_role_branches]
+    return passes + [verify_role_branches, verify_compiled_protocol]
 
 
 def _ws_pipeline():
@@ -136,16 +141,29 @@ def register_pipeline() -> str:
 
 def emit_and_check(mod, target):
     """Run the transform as ``tvm.compile`` will (TVM's passes through FlattenBuffer, then this pass) and
-    model check the emitted ring protocol; returns (WsKernelFacts, ProtocolReport).
+    model check the emitted ring protocol, then the rest of the pipeline and the checks of the final TIR (the
+    protocol as compiled); returns (WsKernelFacts, the compiled protocol's ProtocolReport).
 
-    Raises UnsupportedLoopError when the loop cannot be specialized or the emitted protocol fails the check
-    (the report's first violation, with its trace, in the message)."""
+    Raises UnsupportedLoopError when the loop cannot be specialized or a protocol fails the check (the
+    report's first violation, with its trace, in the message)."""
     arch, tgt = parse_target(target)
     mod = tirx.transform.BindTarget(tgt.with_host(tvm.target.Target("llvm")))(mod)
     with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
         passes = ws_passes()
         names = [p.info.name for p in passes]
         mod = tvm.transform.Sequential(passes[:names.index("TwillWarpSpecialize")])(mod)  # as compiled, to here
+    facts = _emitted_facts(mod, arch)
+    _check_protocol(facts)
+    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
+        rest = [p for p in passes[names.index("TwillWarpSpecialize"):]
+                if p.info.name not in ("TwillVerifyRoleBranches", "TwillCheckCompiledProtocol")]
+        final = tvm.transform.Sequential(rest)(mod)   # the checks below raise UnsupportedLoopError, not through TVM
+    check_role_branches(final)
+    return facts, check_compiled(final)[0]
+
+
+def _emitted_facts(mod, arch: str):
+    """The facts of the one loop the rewrite specializes in ``mod`` (UnsupportedLoopError unless exactly one)."""
     found = []
     for _, func in mod.functions_items():
         if isinstance(func, tirx.PrimFunc):
@@ -155,5 +173,4 @@ def emit_and_check(mod, target):
     if len(found) != 1:
         raise UnsupportedLoopError("warp specialization: "
                                    f"expected one loop annotated with {WS_DEPTH}, found {len(found)}")
-    facts = found[0]
-    return facts, _check_protocol(facts)
+    return found[0]
