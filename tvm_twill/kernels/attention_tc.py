@@ -281,15 +281,16 @@ def _indent(text: str) -> str:
     return textwrap.indent(text, "    ")
 
 
-def _register_scale_rows() -> None:
+def _layouts():
+    from ..frontend.ir import T, cuda_tensor_intrinsics
+    tc = cuda_tensor_intrinsics()
+    return T, tc.ldmatrix_32x8_to_shared_16x16_layout, tc.shared_16x16_to_ldmatrix_32x8_layout
+
+
+def _scale_rows_pair():
     """``SCALE_ROWS_INTRIN``: C[i, j] *= F[i] on a 16x16 fp32 mma accumulator tile (the ldmatrix 32x8 layout of
     ``tvm.s_tir.tensor_intrin.cuda``), F 16 row factors in shared memory; each lane scales its 8 values."""
-    from ..frontend.ir import T, cuda_tensor_intrinsics, s_tir
-
-    tc = cuda_tensor_intrinsics()
-    TensorIntrin = s_tir.TensorIntrin
-    ldmatrix_32x8_to_shared_16x16_layout = tc.ldmatrix_32x8_to_shared_16x16_layout
-    shared_16x16_to_ldmatrix_32x8_layout = tc.shared_16x16_to_ldmatrix_32x8_layout
+    T, ldmatrix_32x8_to_shared_16x16_layout, shared_16x16_to_ldmatrix_32x8_layout = _layouts()
 
     @T.prim_func(s_tir=True)
     def desc(c: T.handle, f: T.handle) -> None:
@@ -317,6 +318,12 @@ def _register_scale_rows() -> None:
                 for lid in T.serial(8):  # read and write at one index: TVM's warp ThreadSync sees no conflict
                     row, _ = T.meta_var(ldmatrix_32x8_to_shared_16x16_layout(tx, lid))
                     C[tx, lid] = C[tx, lid] * F[row]
+    return desc, impl
+
+
+def _fill_pair():
+    """``FILL_INTRIN``: a 16x16 fp32 accumulator tile set to zero, lane by lane."""
+    T, _, shared_16x16_to_ldmatrix_32x8_layout = _layouts()
 
     @T.prim_func(s_tir=True)
     def fill_desc(c: T.handle) -> None:
@@ -341,6 +348,12 @@ def _register_scale_rows() -> None:
             for tx in T.thread_binding(0, 32, "threadIdx.x"):
                 for lid in T.serial(8):
                     C[tx, lid] = T.float32(0)
+    return fill_desc, fill_impl
+
+
+def _store_clear_pair():
+    """``STORE_CLEAR_INTRIN``: a 16x16 fp32 accumulator tile stored to shared memory and cleared."""
+    T, ldmatrix_32x8_to_shared_16x16_layout, shared_16x16_to_ldmatrix_32x8_layout = _layouts()
 
     @T.prim_func(s_tir=True)
     def store_desc(a: T.handle, c: T.handle) -> None:
@@ -372,9 +385,15 @@ def _register_scale_rows() -> None:
                     row, col = T.meta_var(ldmatrix_32x8_to_shared_16x16_layout(tx, lid))
                     C[row, col] = C_warp[tx, lid]
                     C_warp[tx, lid] = T.float32(0)
+    return store_desc, store_impl
 
-    for name, pair in ((SCALE_ROWS_INTRIN, (desc, impl)), (FILL_INTRIN, (fill_desc, fill_impl)),
-                       (STORE_CLEAR_INTRIN, (store_desc, store_impl))):
+
+def _register_scale_rows() -> None:
+    """Register the kernel's three lane-wise intrinsics (scale rows, fill, store and clear) once."""
+    from ..frontend.ir import s_tir
+    TensorIntrin = s_tir.TensorIntrin
+    for name, pair in ((SCALE_ROWS_INTRIN, _scale_rows_pair()), (FILL_INTRIN, _fill_pair()),
+                       (STORE_CLEAR_INTRIN, _store_clear_pair())):
         try:
             TensorIntrin.get(name)
         except ValueError:  # not registered yet
