@@ -408,6 +408,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
         ex = cache.extract(sch, ref, arch, m, opts.quantum)
         solve = cache.solve
     progress.step(f"extracted {len(ex.stmts)} statements")
+    if ex.refusal is not None:  # no multi-stage pipeline of it compiles (frontend/opaque.py)
+        raise UnsupportedLoopError(ex.refusal)
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
