@@ -54,7 +54,7 @@ from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
 from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
 from .ir import const_int, double_buffered, is_register, manifested_buffers, scope_of, tirx
-from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, check_statement_flow, filled_view, hidden_buffers, inlined_lets,
+from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, hidden_alloc_refusal, check_statement_flow, filled_view, hidden_buffers, inlined_lets,
                      is_storage_sync, pseudo_accesses)
 from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
                     resolve_loop)
@@ -176,6 +176,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     nested = []
     regions = []
     unseen: set = set()
+    hidden: set = set()
     for c, a in entries:
         first = len(stmts)
         inner_ann = read_annotation(c) if isinstance(c, tirx.For) else None
@@ -193,7 +194,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
         if a is lan:  # reads TVM does not see (a rewritten block's stale regions): it cannot version them
             seen = statement_regions(c, lan.buffer_map)[0]
             unseen |= {b for st in stmts[first:] for b in st.reads if b not in seen}
-        unseen |= hidden_buffers(c, a.buffer_map, filled)  # TVM versions only what it sees
+        hidden |= hidden_buffers(c, a.buffer_map, filled)  # TVM versions only what it sees
     if len(stmts) < 2:
         raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
     stmts, regions = _with_barriers_and_lets([c for c, _ in entries], pipeline_children(low.node, ref.name), stmts,
@@ -201,7 +202,8 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     stmts = _dedupe_names(stmts)
     graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
     # what TVM's versioning leaves: write-after-read / write-after-write / loop-carried hazards
-    versioned = versioned_buffers(low_func, low.node) - unseen
+    owned = versioned_buffers(low_func, low.node)
+    versioned = owned - unseen - hidden
     found = tuple(find_hazards(stmts, regions, it, versioned))
     graph = merge_hazards(graph, found, stmts, q)
     return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
@@ -212,7 +214,8 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       threads=an.threads_per_block,
                       grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
                       local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node),
-                      refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None))
+                      refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None)
+                      or hidden_alloc_refusal(sorted(owned & hidden), ref.name))
 
 
 def loop_iterations(node, name: str) -> Iterations:

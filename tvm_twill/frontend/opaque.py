@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from .ir import s_tir, tirx, tvm, tvm_ffi, walk_all
 
-__all__ = ["BARRIER_COPY", "SYNC", "barrier_refusal", "UNBOUNDED_FLOW", "bound_var", "check_statement_flow", "filled_view", "hidden_buffers", "inlined_lets",
+__all__ = ["BARRIER_COPY", "SYNC", "barrier_refusal", "hidden_alloc_refusal", "UNBOUNDED_FLOW", "bound_var", "check_statement_flow", "filled_view", "hidden_buffers", "inlined_lets",
            "is_storage_sync", "let_name", "pseudo_accesses", "used_vars"]
 
 #: Pseudo-buffer written by an explicit barrier and read by every statement touching shared or global memory.
@@ -205,3 +205,16 @@ def barrier_refusal(children, name: str, symbolic: bool) -> str | None:
     return (f"loop '{name}': statement {i} is an explicit barrier (tvm_storage_sync) and the trip count is symbolic: "
             "TVM 0.27 guards each pipelined statement with its iteration's bound, and its ThreadSync pass then "
             "refuses the barriers under those guards ('Cannot insert syncs inside condition'); left as written")
+
+
+def hidden_alloc_refusal(names, loop: str) -> str | None:
+    """Why TVM cannot pipeline a loop that owns a buffer it cannot see, or None.
+
+    InjectSoftwarePipeline versions the buffers allocated in the loop body from the statements' declared
+    regions; a buffer accessed only inside opaque blocks (``hidden_buffers``) has none, and TVM 0.27 fails
+    on it (an internal ``unordered_map::at``)."""
+    if not names:
+        return None
+    return (f"loop '{loop}': buffer '{names[0]}' is allocated in the loop and accessed only in blocks that declare "
+            "no regions: TVM 0.27's InjectSoftwarePipeline cannot version it (it fails); declare the block's "
+            "T.reads/T.writes or allocate the buffer outside the loop")
