@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from .cp_async import plain_copy
-from .ir import branches, children, const_int, is_register, is_shared, tirx, tvm, tvm_ffi
+from .ir import branches, const_int, is_register, is_shared, tirx, tvm, tvm_ffi
 
 __all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy"]
 

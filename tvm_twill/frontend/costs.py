@@ -84,18 +84,15 @@ from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
 from ..model.throughput import copy_cost, issue_cycles, unit_label, uses_bulk_copies
 from .classify import LeafWork, classify, describe, leaf_work, plain_copy
-from .ir import (auto_copy_bytes, branches, children, const_int, dtype_bytes, eval_int, has_block, is_register, is_shared,
-                 s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
-from .cp_async import CP_ASYNC_BYTES, bound_store, guarded_copy, vector_layout_reason
+from .ir import (auto_copy_bytes, branches, children, const_int, dtype_bytes, eval_int, has_block, is_register,
+                 is_shared, s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
+from .cp_async import CP_ASYNC_BYTES, GUARDED_COPY, bound_store, guarded_copy, vector_layout_reason
 from .loops import LoopRef, pipeline_children
 
 __all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
 
 #: Cycles per model time unit (see the module docstring).
 DEFAULT_QUANTUM = 16
-#: Why a copy written as if/else stores stays synchronous (``cp_async.guarded_copy``).
-GUARDED_COPY = ("a guarded copy (if/else stores): TVM's cp.async injection takes a single store; write it as "
-                "T.if_then_else(cond, load, 0) to make it async-capable")
 #: Unloaded DRAM access latency in cycles, order of magnitude from published
 #: microbenchmarks of A100/H100 (about 400-600 cycles); loaded latency is higher.
 DRAM_LATENCY_CYCLES = 500
@@ -139,7 +136,6 @@ class StmtInfo:
     @property
     def units(self) -> tuple[str, ...]:
         return tuple(u for u, c in sorted(self.work.items()) if c > 0)
-
 
 
 @dataclass
@@ -279,9 +275,8 @@ class StatementAnalyzer:
         rs = {scope_of(b) for b, _ in reads}
         ws = {scope_of(b) for b, _ in writes}
         plain, vbytes = plain_copy(blk)
-        guarded = 0.0 if plain else guarded_copy(blk)
-        if guarded:  # a copy written as if/else stores: costed as a copy, never a cp.async
-            plain, vbytes = True, guarded
+        guarded = 0.0 if plain else guarded_copy(blk)  # if/else stores: costed as a copy, never a cp.async
+        plain, vbytes = (True, guarded) if guarded else (plain, vbytes)
         kind = classify(blk, work, rs, ws, plain)
         bound = [(iv.var, v) for iv, v in bindings or []]
         mins = tuple(tuple(substitute(rg.min, bound) for rg in x.region) for x in r if scope_of(x.source) == "global")

@@ -18,9 +18,12 @@ import math
 
 from .ir import auto_copy_bytes, const_int, dtype_bytes, substitute, tirx, tvm, tvm_ffi
 
-__all__ = ["CP_ASYNC_BYTES", "bound_store", "guarded_copy", "is_zero_guarded_load", "plain_copy",
+__all__ = ["CP_ASYNC_BYTES", "GUARDED_COPY", "bound_store", "guarded_copy", "is_zero_guarded_load", "plain_copy",
            "vector_layout_reason"]
 
+#: Why a copy written as if/else stores stays synchronous (``guarded_copy``).
+GUARDED_COPY = ("a guarded copy (if/else stores): TVM's cp.async injection takes a single store; write it as "
+                "T.if_then_else(cond, load, 0) to make it async-capable")
 CP_ASYNC_BYTES = (4, 8, 16)  #: bytes one cp.async (``cp.async.ca/cg.shared.global``) moves per thread
 
 

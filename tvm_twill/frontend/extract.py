@@ -54,8 +54,8 @@ from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
 from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
 from .ir import const_int, double_buffered, is_register, manifested_buffers, scope_of, tirx
-from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, hidden_alloc_refusal, check_statement_flow, filled_view, hidden_buffers, inlined_lets,
-                     is_storage_sync, pseudo_accesses)
+from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, check_statement_flow, filled_view, hidden_alloc_refusal,
+                     hidden_buffers, inlined_lets, is_storage_sync, pseudo_accesses)
 from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
                     resolve_loop)
 from .lowering import lower_to_pipeline

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 from ..errors import InputError, UnsupportedLoopError
 from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
-from .ir import (MANIFEST_LOCAL_STAGE, branches, children, const_int, dtype_bytes, is_shared, is_true, prim_functions, s_tir,
-                 tirx, walk_stmts)
+from .ir import (MANIFEST_LOCAL_STAGE, branches, children, const_int, dtype_bytes, is_shared, is_true, prim_functions,
+                 s_tir, tirx, walk_stmts)
 
 __all__ = ["LoopRef", "annotated_pipeline_loops", "kernel_shared_buffers", "local_stage_blocks",
            "loop_body_allocations", "loop_rv", "pipeline_children", "pipeline_nests", "read_annotation",

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InputError, UnsupportedLoopError
-from .ir import (branches, children, const_int, dtype_bytes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
+from .ir import (branches, const_int, dtype_bytes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
                  tvm_ffi)
 from .loops import LoopRef
 from .target import parse_target

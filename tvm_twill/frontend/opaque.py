@@ -47,8 +47,9 @@ from __future__ import annotations
 
 from .ir import s_tir, tirx, tvm, tvm_ffi, walk_all
 
-__all__ = ["BARRIER_COPY", "SYNC", "barrier_refusal", "hidden_alloc_refusal", "UNBOUNDED_FLOW", "bound_var", "check_statement_flow", "filled_view", "hidden_buffers", "inlined_lets",
-           "is_storage_sync", "let_name", "pseudo_accesses", "used_vars"]
+__all__ = ["BARRIER_COPY", "SYNC", "UNBOUNDED_FLOW", "barrier_refusal", "bound_var", "check_statement_flow",
+           "filled_view", "hidden_alloc_refusal", "hidden_buffers", "inlined_lets", "is_storage_sync", "let_name",
+           "pseudo_accesses", "used_vars"]
 
 #: Pseudo-buffer written by an explicit barrier and read by every statement touching shared or global memory.
 SYNC = "sync:tvm_storage_sync"
