@@ -58,7 +58,7 @@ __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "SYMBOLIC_NO
 
 def swp_machine(machine: Machine) -> Machine:
     """The machine as TVM's s_tir pipeline uses it: one warp role (no warp specialization)."""
-    return replace(machine, warp_groups=1)
+    return replace(machine.generic_roles(), warp_groups=1)
 
 
 @dataclass(frozen=True)

@@ -45,13 +45,15 @@ format and a machine read from JSON has none (``costs`` is None).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import MachineError
 from .arch import parse_arch
 from .chip import CHIPS, Chip
 
 MACHINE_FORMAT = "tvm-twill-machine/1"
+#: Interchangeable warp roles of a machine without named ones (module docstring).
+GENERIC_ROLES = 4
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,11 @@ class Machine:
     #: count and holds at most its register budget; the last may stream.  Empty: interchangeable roles of
     #: ``warps_per_group`` warps and ``regs_per_thread_max`` registers each.
     roles: tuple = ()
+
+    def generic_roles(self) -> Machine:
+        """The machine with interchangeable roles (4 of ``warps_per_group`` warps), as every machine without
+        named roles has: what the TIR passes plan on (they emit no FA4-style kernel)."""
+        return replace(self, roles=(), warp_groups=GENERIC_ROLES) if self.roles else self
 
     def role_regs(self, warp: int) -> int:
         """The register budget of role ``warp``: its named role's, else ``regs_per_thread_max``."""
