@@ -151,7 +151,11 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     schedule does not depend on the trip count (``trip_count`` is None).
     Raises UnsupportedLoopError for loops that cannot be pipelined: a step
     that is not a constant, a body that is a single statement, control flow
-    in the body, a thread-bound or vectorized loop.
+    as a statement of the body (or a While / Break inside one; a guard inside
+    a statement is fine), a thread-bound or vectorized loop.  Loops in TVM's
+    hand-scheduled style (opaque blocks, explicit barriers, let-bindings:
+    ``opaque.py``) are extracted; where TVM cannot compile any pipeline of
+    one, ``refusal`` says why and ``auto_pipeline`` refuses it.
     """
     arch, _ = parse_target(target)
     m = machine_for(arch, machine)
