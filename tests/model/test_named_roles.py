@@ -50,3 +50,15 @@ def test_named_roles_are_validated():
         replace(m, roles=(FA4_ROLES[-1], *FA4_ROLES[:-1]))
     with pytest.raises(MachineError, match="more than the SM's 65536"):
         replace(m, roles=(WarpRole("big", 16, 255), *FA4_ROLES[1:]))
+
+
+def test_named_roles_round_trip_through_json():
+    from tvm_twill.errors import FormatError
+    from tvm_twill.model.io import machine_from_dict, machine_to_dict
+
+    m = get_machine("b200")
+    d = machine_to_dict(m)
+    assert d["roles"][2] == {"name": "correction", "warps": 4, "regs": 80, "streams": False, "in_loop": True}
+    assert machine_from_dict(d).roles == m.roles
+    with pytest.raises(FormatError, match="roles must be a list"):
+        machine_from_dict({**d, "roles": {"name": "x"}})
