@@ -8,8 +8,9 @@ Those kernels keep their own structure: opaque blocks with empty read/write regi
   barrier keeps its place among the shared-memory statements, guarded copies are copies;
 * planning them is refused with the reason (a barrier under TVM's symbolic-trip guards), and the refusal is
   needed: a legal plan of the sequence-prefill loop passes InjectSoftwarePipeline, but TVM cannot compile it;
-* a small kernel written in the same style runs on the CPU (llvm): the plan computes what the loop does, and
-  the annotation the hidden (unversioned) buffer forbids would compute something else.
+* small kernels written in the same style run on the CPU (llvm): a two-stage plan computes what the loop
+  does for ragged lengths, the annotation a hidden (unversioned) buffer forbids computes something else, and
+  a loop that owns a buffer TVM cannot see is refused (TVM's pass fails on it).
 """
 import importlib
 
@@ -139,12 +140,68 @@ def ragged_scale(a: T.handle, c: T.handle, n: T.int32):
                     C[base + j] = B[j] * T.float32(2)
 
 
-def _run(mod, n):
+@T.prim_func(s_tir=True)
+def ragged_square(a: T.handle, c: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    C = T.match_buffer(c, (65,), "float32")
+    with T.sblock("kernel"):
+        T.reads()
+        T.writes()
+        B = T.sblock_alloc_buffer((4,), "float32")  # used after the loop too: one storage, never versioned
+        E = T.sblock_alloc_buffer((4,), "float32")
+        for i in range(16):
+            base: T.let[T.int32] = i * 4
+            for j in range(4):
+                with T.sblock("ld"):
+                    T.reads()
+                    T.writes()
+                    cur: T.let[T.int32] = base + j
+                    if cur < n:
+                        B[j] = A[cur]
+                    else:
+                        B[j] = T.float32(0)
+            for j in range(4):
+                with T.sblock("sq"):
+                    T.reads()
+                    T.writes()
+                    E[j] = B[j] * B[j] + T.float32(1)
+            for j in range(4):
+                with T.sblock("st"):
+                    T.reads()
+                    T.writes()
+                    C[base + j] = E[j] * T.float32(2)
+        with T.sblock("tail"):
+            T.reads()
+            T.writes()
+            C[64] = B[0] + E[0]
+
+
+def _run(mod, n, size=64):
     rng = np.random.default_rng(7)
     a = tvm.runtime.tensor(rng.standard_normal(64).astype("float32"))
-    c = tvm.runtime.tensor(np.zeros(64, "float32"))
+    c = tvm.runtime.tensor(np.zeros(size, "float32"))
     tvm.compile(mod, target="llvm")(a, c, n)
     return c.numpy()
+
+
+def test_llm_style_loop_is_pipelined_as_planned_and_computes_the_same_on_the_cpu():
+    sch = tvm.s_tir.Schedule(ragged_square)
+    ex = extract_loop(sch, "i", "sm_80")
+    # the dependences come from the opaque blocks' bodies; TVM substitutes 'base' into its uses
+    edges = {(e.src, e.dst, e.distance) for e in ex.graph.edges}
+    assert {("ld", "sq", 0), ("sq", "st", 0), ("sq", "ld", 1), ("st", "sq", 1)} <= edges
+    assert ex.refusal is None and not ex.versioned
+    plan = auto_pipeline(sch, "i", "sm_80", time_limit=60)
+    assert plan.applied and plan.annotation.num_stages == 2
+    assert legality_violations(plan.annotation, ex.graph) == []
+    for n in (0, 1, 37, 64):  # a ragged tail: the guarded loads fill zeros past n
+        assert np.array_equal(_run(sch.mod, n, 65), _run(ragged_square, n, 65))
+    # the order the hidden buffer B forbids (the next load before this iteration's square) computes otherwise
+    wrong = PipelineAnnotation((0, 0, 1, 1), (0, 1, 2, 3), ())
+    assert legality_violations(wrong, ex.graph)
+    work = tvm.s_tir.Schedule(ragged_square)
+    apply_annotation(work, resolve_loop(work, "i").rv, wrong)
+    assert not np.array_equal(_run(work.mod, 64, 65), _run(ragged_square, 64, 65))
 
 
 def test_llm_style_loop_on_the_cpu_hidden_buffer_orders_the_iterations():

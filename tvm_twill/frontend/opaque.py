@@ -45,6 +45,7 @@ moves whole statements.
 """
 from __future__ import annotations
 
+from ..errors import UnsupportedLoopError
 from .ir import s_tir, tirx, tvm, tvm_ffi, walk_all
 
 __all__ = ["BARRIER_COPY", "SYNC", "UNBOUNDED_FLOW", "barrier_refusal", "bound_var", "check_statement_flow",
@@ -90,7 +91,6 @@ def check_statement_flow(children, name: str):
     A guard (IfThenElse) inside a statement is accepted (the statement moves as a whole and its cost counts
     both branches); a statement that *is* control flow, or that holds a loop without a trip count or an
     early exit, is refused."""
-    from ..errors import UnsupportedLoopError
     for i, c in enumerate(children):
         if isinstance(c, (tirx.IfThenElse, *UNBOUNDED_FLOW)):
             raise UnsupportedLoopError(
