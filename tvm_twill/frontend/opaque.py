@@ -35,9 +35,12 @@ through on its own:
   keeps each use after its iteration's binding and before the next
   iteration's one.
 
-Planning a loop with an explicit barrier and a symbolic trip count is refused
-(``barrier_refusal``): TVM 0.27 cannot compile any multi-stage pipeline of
-it.  What else is refused (UnsupportedLoopError, naming the statement): control flow
+Planning is refused, with the reason (``Extraction.refusal``), where TVM
+0.27 cannot compile any multi-stage pipeline of the loop: an explicit
+barrier with a symbolic trip count (``barrier_refusal``: every kernel of
+``tvm.relax.frontend.nn.llm`` is in this case), a buffer the loop owns that
+only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
+refuses (UnsupportedLoopError, naming the statement): control flow
 that is a statement of the loop body itself, and loops of unknown length or
 early exits (``While``, ``Break``, ``Continue``, ``Return``) inside a
 statement.  A guard (``IfThenElse``) inside a statement is fine: the pipeline
