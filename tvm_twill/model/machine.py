@@ -14,6 +14,10 @@ architecture papers; the figures and their sources are in docs/machines.md:
   (128 threads): Hopper/Blackwell issue wgmma/tcgen05 per warp group and a
   4-group block is the largest that still leaves 128 registers per thread
   (65536 / 512).  A100 keeps the same role structure so schedules compare.
+  ``b200`` instead names FlashAttention-4's six roles (``FA4_ROLES``: two
+  softmax warp groups, a correction warp group, single MMA, epilogue and
+  load warps, with their setmaxnreg budgets); ``generic_roles`` gives the
+  interchangeable four that the TIR passes plan on.
 * Registers: 65536 32-bit registers per SM, at most 255 per thread.
 * Shared memory per block: 163 KB (A100, Orin), 99 KB (A40, L40S, RTX 5090),
   227 KB (H100, B200): the programming guide's per-compute-capability
