@@ -181,6 +181,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     regions = []
     unseen: set = set()
     hidden: set = set()
+    tvm_seen: set = set()  # buffers some statement's regions, as TVM computes them, name
     for c, a in entries:
         first = len(stmts)
         inner_ann = read_annotation(c) if isinstance(c, tirx.For) else None
@@ -199,6 +200,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
             seen = statement_regions(c, lan.buffer_map)[0]
             unseen |= {b for st in stmts[first:] for b in st.reads if b not in seen}
         hidden |= hidden_buffers(c, a.buffer_map, filled)  # TVM versions only what it sees
+        tvm_seen |= {b for side in statement_regions(c, a.buffer_map) for b in side}
     if len(stmts) < 2:
         raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
     stmts, regions = _with_barriers_and_lets([c for c, _ in entries], pipeline_children(low.node, ref.name), stmts,
@@ -219,7 +221,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
                       local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node),
                       refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None)
-                      or hidden_alloc_refusal(sorted(owned & hidden), ref.name))
+                      or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
 
 
 def loop_iterations(node, name: str) -> Iterations:

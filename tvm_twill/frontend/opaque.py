@@ -215,8 +215,8 @@ def hidden_alloc_refusal(names, loop: str) -> str | None:
     """Why TVM cannot pipeline a loop that owns a buffer it cannot see, or None.
 
     InjectSoftwarePipeline versions the buffers allocated in the loop body from the statements' declared
-    regions; a buffer accessed only inside opaque blocks (``hidden_buffers``) has none, and TVM 0.27 fails
-    on it (an internal ``unordered_map::at``)."""
+    regions; a buffer that no statement's regions name (accessed only inside opaque blocks,
+    ``hidden_buffers``) has none, and TVM 0.27 fails on it (an internal ``unordered_map::at``)."""
     if not names:
         return None
     return (f"loop '{loop}': buffer '{names[0]}' is allocated in the loop and accessed only in blocks that declare "
