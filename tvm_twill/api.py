@@ -61,7 +61,7 @@ __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "SYMBOLIC_NO
 
 def swp_machine(machine: Machine) -> Machine:
     """The machine as TVM's s_tir pipeline uses it: one warp role (no warp specialization)."""
-    return replace(machine, warp_groups=1)
+    return replace(machine.generic_roles(), warp_groups=1)
 
 
 @dataclass(frozen=True)
@@ -452,6 +452,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
         ex = cache.extract(sch, ref, arch, m, opts.quantum)
         solve = cache.solve
     progress.step(f"extracted {len(ex.stmts)} statements")
+    if ex.refusal is not None:  # no multi-stage pipeline of it compiles (frontend/opaque.py)
+        raise UnsupportedLoopError(ex.refusal)
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)

@@ -202,7 +202,8 @@ def cmd_machines(args) -> int:
     rows = []
     for m in BUILTIN_MACHINES.values():
         rows.append([m.name, m.arch or "-", ", ".join(f"{u}:{c}" for u, c in m.units.items()),
-                     f"{m.warp_groups} x {m.warps_per_group}", m.regs_per_thread_max,
+                     (f"{len(m.roles)} named ({'/'.join(str(r.warps) for r in m.roles)} warps)" if m.roles
+                      else f"{m.warp_groups} x {m.warps_per_group}"), m.regs_per_thread_max,
                      f"{m.smem_bytes // 1024} KiB", f"{m.tmem_bytes // 1024} KiB" if m.tmem_bytes else "-"])
     print(report.table(["name", "arch", "units (capacity)", "warp groups", "regs/thread", "smem", "tmem"],
                        rows))

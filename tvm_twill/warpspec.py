@@ -210,7 +210,7 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
         whole = " of whole warp groups (wgmma)" if _has_wgmma(func) else ""
         return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}"
     split = split_consumers(graph, names, g)
-    on = replace(machine, warp_groups=g + 1)
+    on = replace(machine.generic_roles(), warp_groups=g + 1)
     try:
         sched = solve(split, on, options=opts)
     except TwillError as e:
@@ -334,6 +334,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         raise InputError(f"warp_specialize must be False, True or 'auto', got {choice!r}")
     q = ex.quantum
     ii_swp = swp_plan.schedule.ii * q
+    machine = machine.generic_roles()  # the kernel emitted here has a producer and consumer warps, not FA4's
     copies = [s for s in ex.stmts if s.async_capable]
     if not copies:
         why = _no_producer_copy(ex)

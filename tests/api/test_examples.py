@@ -14,7 +14,8 @@ from tvm_twill.data import example_names, load_example
 from tvm_twill.model import check, rec_mii, res_mii
 from tvm_twill.solvers import prepare, solve
 
-EXAMPLES = ["fa_bwd_hopper", "fa_bwd_raw", "fa_fwd_blackwell", "fa_fwd_blackwell_raw", "fa_fwd_fig1",
+EXAMPLES = ["fa_bwd_hopper", "fa_bwd_raw", "fa_fwd_blackwell", "fa_fwd_blackwell_fa4", "fa_fwd_blackwell_raw",
+            "fa_fwd_fig1",
             "fa_fwd_hopper", "fa_fwd_hopper_measured", "fa_fwd_hopper_raw", "gemm_tma"]
 
 #: Generous: every example solves in seconds; the limit only guards a slow CI.
@@ -123,6 +124,22 @@ def test_blackwell_forward_specializes_warps(name):
     for c in ("C_a", "C_b"):
         assert warp_of(schedule, c) != warp_of(schedule, "P_a") or \
             warp_of(schedule, c) != warp_of(schedule, "P_b")
+
+
+def test_blackwell_forward_gets_fa4_roles():
+    """FA4's split on the b200 roles: with the S row the softmax holds in registers (128 per thread), each
+    sub-tile's softmax on a softmax warp group of its own, both corrections on the correction warp group,
+    every MMA on the single MMA warp, the loads on the load warp; the epilogue warp idles in the loop."""
+    schedule, graph, machine = solved("fa_fwd_blackwell_fa4")
+    role = {n: machine.roles[p.warp].name for n, p in schedule.ops.items()}
+    assert role == {"load_K": "load", "load_V": "load", "S_a": "mma", "O_a": "mma", "S_b": "mma", "O_b": "mma",
+                    "R_a": "softmax0", "P_a": "softmax0", "R_b": "softmax1", "P_b": "softmax1",
+                    "C_a": "correction", "C_b": "correction"}
+    for unit in ("TC", "SFU"):  # both saturated, as in fa_fwd_blackwell
+        assert schedule.ii == sum(op.usage(unit) for op in graph.ops)
+    # why: two S rows (2 x 128 registers) exceed a softmax group's 192, and the correction's 80 holds none
+    assert [r.regs for r in machine.roles] == [192, 192, 80, 48, 48, 48]
+    assert sum(r.warps for r in machine.roles) == 15  # FA4's 16 warps less its idle one
 
 
 @pytest.mark.parametrize("name", ["fa_bwd_hopper", "fa_bwd_raw"])

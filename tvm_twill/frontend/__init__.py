@@ -7,6 +7,7 @@ One module per concern, each importing TVM's namespaces only through ``ir``:
 * ``loops``     finding loops and pipeline nests, existing annotations, register-staged copies
 * ``costs``     classification and cost of each statement (units, cycles, latency, footprints)
 * ``extract``   ``extract_loop``: the statements InjectSoftwarePipeline sees -> ``Graph``
+* ``opaque``    opaque blocks, explicit barriers and let-bindings (TVM's LLM kernels)
 * ``lowering``  TVM's passes (the loop as InjectSoftwarePipeline sees it) and ``tvm.compile``
 """
 from .costs import DEFAULT_QUANTUM, DRAM_LATENCY_CYCLES, StmtInfo

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from .cp_async import plain_copy
-from .ir import children, const_int, is_register, is_shared, tirx, tvm, tvm_ffi
+from .ir import branches, const_int, is_register, is_shared, tirx, tvm, tvm_ffi
 
 __all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy"]
 
@@ -100,7 +100,7 @@ def leaf_work(block) -> LeafWork:
             if isinstance(stmt, tirx.BufferStore) and _is_fma_update(stmt):
                 w.fmas += mult * in_threads
             return
-        for c in children(stmt):
+        for c in branches(stmt):  # a guarded statement: both branches counted (an upper bound)
             visit(c, mult, in_threads)
 
     visit(block.body, 1.0, 1)

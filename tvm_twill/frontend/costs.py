@@ -84,9 +84,9 @@ from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
 from ..model.throughput import copy_cost, issue_cycles, unit_label, uses_bulk_copies
 from .classify import LeafWork, classify, describe, leaf_work, plain_copy
-from .ir import (auto_copy_bytes, children, const_int, dtype_bytes, eval_int, has_block, is_register, is_shared,
-                 s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
-from .cp_async import CP_ASYNC_BYTES, bound_store, vector_layout_reason
+from .ir import (auto_copy_bytes, branches, children, const_int, dtype_bytes, eval_int, has_block, is_register,
+                 is_shared, s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
+from .cp_async import CP_ASYNC_BYTES, GUARDED_COPY, bound_store, guarded_copy, vector_layout_reason
 from .loops import LoopRef, pipeline_children
 
 __all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
@@ -136,7 +136,6 @@ class StmtInfo:
     @property
     def units(self) -> tuple[str, ...]:
         return tuple(u for u, c in sorted(self.work.items()) if c > 0)
-
 
 
 @dataclass
@@ -249,7 +248,7 @@ class StatementAnalyzer:
                     return
                 lf = self.leaf(blk, mult * (outer if auto_copy_bytes(blk) is None else 1),  # shared out
                                list(zip(blk.iter_vars, s.iter_values, strict=True)))
-                if lf.plain_copy and auto_copy_bytes(blk) is None:  # TVM's LowerAutoCopy lays its own out
+                if lf.plain_copy and auto_copy_bytes(blk) is None and lf.not_async is None:  # (LowerAutoCopy: its own)
                     lf.not_async = vector_layout_reason(bound_store(s), self.around + loops, self.aligns)
                 out.append(lf)
                 return
@@ -257,7 +256,7 @@ class StatementAnalyzer:
                 out.append(_Leaf(name=s.buffer.name, count=mult * outer, reads=[],
                                  writes=[(s.buffer, dtype_bytes(s.buffer.dtype))], kind="alu"))
                 return
-            for c in children(s):
+            for c in branches(s):  # a guard: both branches counted (an upper bound of the work)
                 visit(c, mult, loops)
 
         visit(stmt, 1.0, ())
@@ -276,13 +275,15 @@ class StatementAnalyzer:
         rs = {scope_of(b) for b, _ in reads}
         ws = {scope_of(b) for b, _ in writes}
         plain, vbytes = plain_copy(blk)
+        guarded = 0.0 if plain else guarded_copy(blk)  # if/else stores: costed as a copy, never a cp.async
+        plain, vbytes = (True, guarded) if guarded else (plain, vbytes)
         kind = classify(blk, work, rs, ws, plain)
         bound = [(iv.var, v) for iv, v in bindings or []]
         mins = tuple(tuple(substitute(rg.min, bound) for rg in x.region) for x in r if scope_of(x.source) == "global")
         steps = math.prod(const_int(iv.dom.extent) or 1 for iv in blk.iter_vars if int(iv.iter_type) == 2)
         return _Leaf(name=blk.name_hint, count=count, reads=reads, writes=writes, kind=kind, work=work,
                      vector_bytes=vbytes, plain_copy=plain and kind == "copy", global_mins=mins,
-                     reduce_steps=max(1, steps))
+                     reduce_steps=max(1, steps), not_async=GUARDED_COPY if guarded and kind == "copy" else None)
 
     def reuse(self, leaves) -> tuple[float, float]:
         """(global bytes per iteration, the compulsory part of them) of a statement's copies.

@@ -18,9 +18,12 @@ import math
 
 from .ir import auto_copy_bytes, const_int, dtype_bytes, substitute, tirx, tvm, tvm_ffi
 
-__all__ = ["CP_ASYNC_BYTES", "bound_store", "is_zero_guarded_load", "plain_copy",
+__all__ = ["CP_ASYNC_BYTES", "GUARDED_COPY", "bound_store", "guarded_copy", "is_zero_guarded_load", "plain_copy",
            "vector_layout_reason"]
 
+#: Why a copy written as if/else stores stays synchronous (``guarded_copy``).
+GUARDED_COPY = ("a guarded copy (if/else stores): TVM's cp.async injection takes a single store; write it as "
+                "T.if_then_else(cond, load, 0) to make it async-capable")
 CP_ASYNC_BYTES = (4, 8, 16)  #: bytes one cp.async (``cp.async.ca/cg.shared.global``) moves per thread
 
 
@@ -43,6 +46,25 @@ def plain_copy(block) -> tuple[bool, float]:
     if not isinstance(value, tvm.ir.expr.TensorLoad):  # a cast or arithmetic is not a cp.async
         return False, 0.0
     return True, vector or dtype_bytes(body.buffer.dtype)
+
+
+def guarded_copy(block) -> float:
+    """Bytes per element of a copy written as a guard around two stores (TVM's LLM kernels load the ragged
+    tail this way): ``[let ...] if cond: X[idx] = src[...] else: X[idx] = 0``; 0.0 when the block is not one.
+    It moves the data of a copy, but TVM's InjectPTXAsyncCopy matches only a single store, so it is never
+    run by cp.async."""
+    body = block.body
+    if isinstance(body, tirx.SeqStmt):  # a Bind has no body in TVM 0.27: the lets precede the guard
+        rest = [s for s in body.seq if not isinstance(s, tirx.Bind)]
+        body = rest[0] if len(rest) == 1 else None
+    if not isinstance(body, tirx.IfThenElse) or body.else_case is None:
+        return 0.0
+    then, other = body.then_case, body.else_case
+    if not (isinstance(then, tirx.BufferStore) and isinstance(other, tirx.BufferStore)
+            and then.buffer.same_as(other.buffer) and isinstance(then.value, tvm.ir.expr.TensorLoad)
+            and isinstance(other.value, tvm.ir.prim.expr.FloatImm) and float(other.value.value) == 0.0):
+        return 0.0
+    return dtype_bytes(then.buffer.dtype)
 
 
 def is_zero_guarded_load(value) -> bool:

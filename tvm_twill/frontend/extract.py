@@ -53,7 +53,9 @@ from ..model.pipeline import PipelineAnnotation
 from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
 from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
-from .ir import CONTROL_FLOW, const_int, double_buffered, manifested_buffers, tirx, walk_stmts
+from .ir import const_int, double_buffered, is_register, manifested_buffers, scope_of, tirx
+from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, check_statement_flow, filled_view, hidden_alloc_refusal,
+                     hidden_buffers, inlined_lets, is_storage_sync, pseudo_accesses)
 from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
                     resolve_loop)
 from .lowering import lower_to_pipeline
@@ -103,6 +105,8 @@ class Extraction:
     local_regs: int = 0
     #: (name, scope, bytes) of every shared buffer of the loop's kernel (``loops.kernel_shared_buffers``)
     kernel_smem: tuple = ()
+    #: Why no multi-stage pipeline of this loop can be compiled by TVM (``opaque.barrier_refusal``), or None.
+    refusal: str | None = None
 
     @property
     def trips(self) -> str:
@@ -147,7 +151,11 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     schedule does not depend on the trip count (``trip_count`` is None).
     Raises UnsupportedLoopError for loops that cannot be pipelined: a step
     that is not a constant, a body that is a single statement, control flow
-    in the body, a thread-bound or vectorized loop.
+    as a statement of the body (or a While / Break inside one; a guard inside
+    a statement is fine), a thread-bound or vectorized loop.  Loops in TVM's
+    hand-scheduled style (opaque blocks, explicit barriers, let-bindings:
+    ``opaque.py``) are extracted; where TVM cannot compile any pipeline of
+    one, ``refusal`` says why and ``auto_pipeline`` refuses it.
     """
     arch, _ = parse_target(target)
     m = machine_for(arch, machine)
@@ -161,7 +169,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
         kind = tirx.ForKind(int(node.kind)).name.lower()
         raise UnsupportedLoopError(f"loop '{ref.name}' is a {kind} loop: only serial loops are software-pipelined")
     it = loop_iterations(node, ref.name)
-    _check_straight_line(pipeline_children(node, ref.name), ref.name)
+    check_statement_flow(pipeline_children(node, ref.name), ref.name)
     # the statements as InjectSoftwarePipeline will see them, after TVM's passes that precede it
     low_func, low = lower_to_pipeline(func, ref)
     _check_canonical(low.node, it, ref.name)
@@ -172,27 +180,36 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     nested = []
     regions = []
     unseen: set = set()
+    hidden: set = set()
+    tvm_seen: set = set()  # buffers some statement's regions, as TVM computes them, name
     for c, a in entries:
         first = len(stmts)
         inner_ann = read_annotation(c) if isinstance(c, tirx.For) else None
+        # opaque blocks (empty declared regions): analyzed through a view with the accesses of their bodies
+        view, filled = filled_view(c, a.buffer_map) if inner_ann is None else (c, ())
         if inner_ann is not None:
             stmts += a.analyze_nested(len(stmts), c, inner_ann, _inner_statements(c, low.node, a, an, lan))
             nested.append(c.loop_var.name)
         else:
-            stmts.append(a.analyze(len(stmts), c))
+            stmts.append(a.analyze(len(stmts), view))
         # regions of the lowered statements are in TVM's compacted coordinates: compared with those of
         # the statements as written they prove nothing, so they are left empty (may overlap anything)
-        reg = statement_regions(c, an.buffer_map) if a is an else _unknown_regions(stmts[first:])
+        reg = statement_regions(view, an.buffer_map) if a is an else _unknown_regions(stmts[first:])
         regions += [reg] * (3 if inner_ann is not None else 1)  # a nested pipeline is 3 statements
         if a is lan:  # reads TVM does not see (a rewritten block's stale regions): it cannot version them
             seen = statement_regions(c, lan.buffer_map)[0]
             unseen |= {b for st in stmts[first:] for b in st.reads if b not in seen}
+        hidden |= hidden_buffers(c, a.buffer_map, filled)  # TVM versions only what it sees
+        tvm_seen |= {b for side in statement_regions(c, a.buffer_map) for b in side}
     if len(stmts) < 2:
         raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
+    stmts, regions = _with_barriers_and_lets([c for c, _ in entries], pipeline_children(low.node, ref.name), stmts,
+                                             regions, an.buffer_map, q)
     stmts = _dedupe_names(stmts)
     graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
     # what TVM's versioning leaves: write-after-read / write-after-write / loop-carried hazards
-    versioned = versioned_buffers(low_func, low.node) - unseen
+    owned = versioned_buffers(low_func, low.node)
+    versioned = owned - unseen - hidden
     found = tuple(find_hazards(stmts, regions, it, versioned))
     graph = merge_hazards(graph, found, stmts, q)
     return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
@@ -202,7 +219,9 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step,
                       threads=an.threads_per_block,
                       grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
-                      local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node))
+                      local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node),
+                      refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None)
+                      or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
 
 
 def loop_iterations(node, name: str) -> Iterations:
@@ -285,19 +304,35 @@ def _unknown_regions(infos) -> tuple[dict, dict]:
     return ({b: [] for i in infos for b in i.reads}, {b: [] for i in infos for b in i.writes})
 
 
-def _check_straight_line(children, name: str) -> None:
-    """Refuse control flow among or inside the statements of the loop as the user wrote it."""
-    for i, c in enumerate(children):
-        if isinstance(c, CONTROL_FLOW):
-            raise UnsupportedLoopError(
-                f"loop '{name}': statement {i} is control flow ({type(c).__name__}): tvm_twill pipelines "
-                "straight-line bodies; use a block predicate (T.where) or move the condition out of the loop")
-        for node in walk_stmts(c):
-            if isinstance(node, CONTROL_FLOW):
-                raise UnsupportedLoopError(
-                    f"loop '{name}': statement {i} contains control flow ({type(node).__name__}): tvm_twill "
-                    "pipelines straight-line bodies; use a block predicate (T.where) or move the condition out "
-                    "of the loop")
+def _with_barriers_and_lets(children, lowered, stmts, regions, buffer_map, quantum):
+    """The statements with the pseudo-buffers of explicit barriers and let-bindings (``opaque.py``).
+
+    A barrier statement is named ``storage_sync``, a let-binding ``let_<var>``; each has a latency of one
+    time unit (a barrier waits for every warp, a binding is an integer op), so what depends on it issues
+    later, never in the same slot; a loop with an explicit barrier keeps its copies synchronous (a cp.async
+    completes after the barrier that was to publish it)."""
+    if len(children) != len(stmts):  # a nested pipeline: three statements for one child
+        if any(is_storage_sync(c) or bound_var(c) is not None for c in children):
+            raise UnsupportedLoopError("a loop with a nested software pipeline and explicit barriers or "
+                                       "let-bindings in its body is not supported: pipeline one of them")
+        return stmts, regions
+    scope = {b.name: scope_of(b) for b in buffer_map}
+    memory = [[b for b in (*s.reads, *s.writes) if b in scope and not is_register(scope[b])] for s in stmts]
+    inlined = inlined_lets(children, lowered) if len(lowered) == len(children) else set()
+    pseudo = pseudo_accesses(children, memory, inlined)
+    has_sync = any(is_storage_sync(c) for c in children)
+    out, regs = [], []
+    for c, s, (r, w), (rd, wr) in zip(children, stmts, pseudo, regions, strict=True):
+        name = "storage_sync" if is_storage_sync(c) else (f"let_{bound_var(c).name}" if bound_var(c) is not None
+                                                           else s.name)
+        details = s.details
+        if has_sync and s.async_capable:
+            details = {**details, "not_async": BARRIER_COPY}
+        latency = max(s.latency, float(quantum)) if w else s.latency
+        out.append(replace(s, name=name, reads=s.reads + r, writes=s.writes + w, exposed=s.exposed + r,
+                           async_capable=s.async_capable and not has_sync, details=details, latency=latency))
+        regs.append(({**rd, **{b: [] for b in r}}, {**wr, **{b: [] for b in w}}))
+    return out, regs
 
 
 def _dedupe_names(stmts):

@@ -268,6 +268,10 @@ def _first_overlap(regs_x, regs_y, it: Iterations, dlo: int, dhi: int, buf: str)
     if dlo > dhi:
         return None, ""
     if not regs_x or not regs_y:  # an access we could not see a region for: assume the worst
+        if buf.startswith("sync:"):
+            return dlo, "an explicit barrier orders every shared and global access around it"
+        if buf.startswith("let:"):
+            return dlo, f"'{buf[4:]}' is one variable, bound anew in each iteration"
         return dlo, f"the regions of '{buf}' are not known (a statement TVM's passes rewrite)"
     best: tuple[int | None, str] = (None, "")
     for rx in regs_x:

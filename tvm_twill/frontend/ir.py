@@ -16,13 +16,13 @@ from tvm import s_tir, tirx
 from tvm.script import tirx as T  # TIRx builders (PTX / CUDA intrinsics) for the transforms
 
 __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_STAGE", "T", "auto_copy_bytes",
-           "children", "const_int", "dlight", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes",
+           "branches", "children", "const_int", "dlight", "dlight_schedule_rule_base", "double_buffered", "dtype_bytes",
            "eval_int",
            "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
            "meta_schedule_verify_gpu_code", "prim_functions", "relax_frontend", "s_tir", "scope_of",
            "splice_passes", "stock_finalize_passes", "stock_s_tir_passes", "substitute", "thread_extents",
-           "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_stmts"]
+           "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_all", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
 #: splits into a global->local and a local->shared statement (dlight's tensor-core rules set it).
@@ -98,6 +98,20 @@ def children(stmt):
         return [s for s in (stmt.init, stmt.body) if s is not None]
     body = getattr(stmt, "body", None)
     return [body] if isinstance(body, tirx.Stmt) else []
+
+
+def branches(stmt):
+    """``children``, and both branches of a guard (``IfThenElse``): what a statement may execute."""
+    if isinstance(stmt, tirx.IfThenElse):
+        return [b for b in (stmt.then_case, stmt.else_case) if b is not None]
+    return children(stmt)
+
+
+def walk_all(stmt):
+    """Every statement under ``stmt`` (``walk_stmts`` through both branches of each guard)."""
+    yield stmt
+    for c in branches(stmt):
+        yield from walk_all(c)
 
 
 def thread_extents(stmt, out: dict) -> None:

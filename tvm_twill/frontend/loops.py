@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 from ..errors import InputError, UnsupportedLoopError
 from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE, PipelineAnnotation
-from .ir import (MANIFEST_LOCAL_STAGE, children, const_int, dtype_bytes, is_shared, is_true, prim_functions, s_tir,
-                 tirx, walk_stmts)
+from .ir import (MANIFEST_LOCAL_STAGE, branches, children, const_int, dtype_bytes, is_shared, is_true, prim_functions,
+                 s_tir, tirx, walk_stmts)
 
 __all__ = ["LoopRef", "annotated_pipeline_loops", "kernel_shared_buffers", "local_stage_blocks",
            "loop_body_allocations", "loop_rv", "pipeline_children", "pipeline_nests", "read_annotation",
@@ -36,14 +36,14 @@ def find_loops(stmt, name, out):
     """Append to ``out`` every loop named ``name`` in ``stmt``."""
     if isinstance(stmt, tirx.For) and stmt.loop_var.name == name:
         out.append(stmt)
-    for c in children(stmt):
+    for c in branches(stmt):  # a loop under a guard too (TVM's tile-walk kernels nest their KV loop so)
         find_loops(c, name, out)
 
 
 def _loop_names(stmt, out):
     if isinstance(stmt, tirx.For):
         out.append(stmt.loop_var.name)
-    for c in children(stmt):
+    for c in branches(stmt):
         _loop_names(c, out)
 
 
@@ -107,7 +107,7 @@ def resolve_loop(sch, loop) -> LoopRef:
 def _contains(stmt, node) -> bool:
     if stmt.same_as(node):
         return True
-    return any(_contains(c, node) for c in children(stmt))
+    return any(_contains(c, node) for c in branches(stmt))
 
 
 def pipeline_children(loop_node, name: str) -> list:

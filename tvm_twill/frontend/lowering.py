@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InputError, UnsupportedLoopError
-from .ir import (children, const_int, dtype_bytes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
+from .ir import (branches, const_int, dtype_bytes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
                  tvm_ffi)
 from .loops import LoopRef
 from .target import parse_target
@@ -50,7 +50,7 @@ def lower_to_pipeline(func, ref: LoopRef) -> tuple:
             if stmt.loop_var.same_as(ref.node.loop_var):
                 found.append((stmt, tuple(loops)))
             loops = loops + [stmt]
-        for c in children(stmt):
+        for c in branches(stmt):  # through guards too: a tile-walk kernel nests its loop under one
             visit(c, loops)
 
     visit(low.body, [])

@@ -161,6 +161,10 @@ def _structure(schedule, graph, machine) -> tuple[list[Violation], bool]:
             v.append(Violation(0, f"op '{n}' stage is {p.stage} but time {p.time} // ii {ii} = {p.time // ii}"))
         if not (0 <= p.warp < machine.warp_groups):
             v.append(Violation(0, f"op '{n}' warp {p.warp} is outside [0, {machine.warp_groups})"))
+        elif not machine.role_takes(p.warp, graph.op(n)):
+            role = machine.roles[p.warp]
+            v.append(Violation(0, f"op '{n}' is issued by {graph.op(n).warps} warp(s), role '{role.name}' has "
+                                  f"{role.warps}" + ("" if role.in_loop else " and issues no op of the loop")))
         if schedule.cycles.get(n, cyc[n]) != cyc[n]:
             v.append(Violation(0, f"op '{n}' cycles {schedule.cycles.get(n)} differ from the graph's {cyc[n]}"))
     if sorted(p.order for p in P.values()) != list(range(len(names))):
@@ -246,11 +250,12 @@ def _capacities(graph, machine, t: dict, w: dict, ii: int) -> list[Violation]:
         mem["tmem"].append((s0, e0 - s0, op.tmem))
     found = []  # ((slot, kind, warp), violation)
     for warp, runs in sorted(regs.items()):
+        cap = machine.role_regs(warp)  # a named role's budget (FA4's setmaxnreg split), else the maximum
         for lo, hi, total in modulo_load(runs, ii):
-            if total > machine.regs_per_thread_max:
+            if total > cap:
                 for r, where in _slots(lo, hi):
                     found.append(((r, 0, warp), Violation(5, f"warp {warp} holds {total} registers per thread at "
-                                                        f"{where} > {machine.regs_per_thread_max}")))
+                                                        f"{where} > {cap}")))
     for kind, what, cap in (("smem", "shared", machine.smem_bytes), ("tmem", "tensor", machine.tmem_bytes)):
         for lo, hi, total in modulo_load(mem[kind], ii):
             if total > cap:

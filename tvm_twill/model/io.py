@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import FormatError, GraphError, MachineError
 from .canonical import MAX_TOP_K
 from .graph import MAX_INT, Edge, Graph, Op, bad_char, show_int
-from .machine import MACHINE_FORMAT, Machine, get_machine
+from .machine import MACHINE_FORMAT, Machine, WarpRole, get_machine
 from .schedule import SCHEDULE_FORMAT, Attempt, LowerBound, Placement, Schedule
 
 GRAPH_FORMAT = "tvm-twill-graph/1"
@@ -30,7 +30,8 @@ _OP_KEYS = {"name", "cycles", "unit", "rrt", "regs", "smem", "tmem", "variable_l
 _EDGE_KEYS = {"src", "dst", "delay", "distance", "blocking"}
 _GRAPH_KEYS = {"format", "name", "machine", "normalize", "cycles_per_unit", "ops", "edges"}
 _MACHINE_KEYS = {"format", "name", "units", "warp_groups", "warps_per_group", "regs_per_thread_max",
-                 "regs_per_sm", "smem_bytes", "tmem_bytes", "spill_cost"}
+                 "regs_per_sm", "smem_bytes", "tmem_bytes", "spill_cost", "roles"}
+_ROLE_KEYS = {"name", "warps", "regs", "streams", "in_loop"}
 
 
 def _where(ctx: str) -> str:
@@ -133,20 +134,40 @@ def machine_from_dict(doc, ctx: str = "", inline: bool = False) -> Machine:
         raise FormatError(f"{_where(ctx)}machine units must be a non-empty object unit -> capacity")
     kw = {"name": _str(d["name"], "machine name", ctx),
           "units": {_str(u, "unit name", ctx): _int(c, f"capacity of unit '{u}'", ctx) for u, c in units.items()}}
-    for k in _MACHINE_KEYS - {"format", "name", "units"}:
+    for k in _MACHINE_KEYS - {"format", "name", "units", "roles"}:
         if k in d:
             kw[k] = _int(d[k], f"machine {k}", ctx)
+    if "roles" in d:
+        kw["roles"] = _roles_from_list(d["roles"], ctx)
     try:
         return Machine(**kw)
     except MachineError as e:
         raise MachineError(f"{_where(ctx)}{e}") from None
 
 
+def _roles_from_list(roles, ctx: str) -> tuple:
+    """Named warp roles (``WarpRole``) from their JSON list."""
+    if not isinstance(roles, list):
+        raise FormatError(f"{_where(ctx)}machine roles must be a list of objects (name, warps, regs)")
+    out = []
+    for i, r in enumerate(roles):
+        r = _obj(r, f"roles[{i}]", _ROLE_KEYS, {"name", "warps", "regs"}, ctx)
+        out.append(WarpRole(_str(r["name"], f"roles[{i}] name", ctx), _int(r["warps"], f"roles[{i}] warps", ctx),
+                            _int(r["regs"], f"roles[{i}] regs", ctx),
+                            _bool(r.get("streams", False), f"roles[{i}] streams", ctx),
+                            _bool(r.get("in_loop", True), f"roles[{i}] in_loop", ctx)))
+    return tuple(out)
+
+
 def machine_to_dict(m: Machine) -> dict:
-    return {"format": MACHINE_FORMAT, "name": m.name, "units": dict(m.units),
-            "warp_groups": m.warp_groups, "warps_per_group": m.warps_per_group,
-            "regs_per_thread_max": m.regs_per_thread_max, "regs_per_sm": m.regs_per_sm,
-            "smem_bytes": m.smem_bytes, "tmem_bytes": m.tmem_bytes, "spill_cost": m.spill_cost}
+    d = {"format": MACHINE_FORMAT, "name": m.name, "units": dict(m.units),
+         "warp_groups": m.warp_groups, "warps_per_group": m.warps_per_group,
+         "regs_per_thread_max": m.regs_per_thread_max, "regs_per_sm": m.regs_per_sm,
+         "smem_bytes": m.smem_bytes, "tmem_bytes": m.tmem_bytes, "spill_cost": m.spill_cost}
+    if m.roles:
+        d["roles"] = [{"name": r.name, "warps": r.warps, "regs": r.regs, "streams": r.streams, "in_loop": r.in_loop}
+                      for r in m.roles]
+    return d
 
 
 # -- graph -----------------------------------------------------------------

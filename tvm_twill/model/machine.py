@@ -14,6 +14,10 @@ architecture papers; the figures and their sources are in docs/machines.md:
   (128 threads): Hopper/Blackwell issue wgmma/tcgen05 per warp group and a
   4-group block is the largest that still leaves 128 registers per thread
   (65536 / 512).  A100 keeps the same role structure so schedules compare.
+  ``b200`` instead names FlashAttention-4's six roles (``FA4_ROLES``: two
+  softmax warp groups, a correction warp group, single MMA, epilogue and
+  load warps, with their setmaxnreg budgets); ``generic_roles`` gives the
+  interchangeable four that the TIR passes plan on.
 * Registers: 65536 32-bit registers per SM, at most 255 per thread.
 * Shared memory per block: 163 KB (A100, Orin), 99 KB (A40, L40S, RTX 5090),
   227 KB (H100, B200): the programming guide's per-compute-capability
@@ -45,13 +49,15 @@ format and a machine read from JSON has none (``costs`` is None).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import MachineError
 from .arch import parse_arch
 from .chip import CHIPS, Chip
 
 MACHINE_FORMAT = "tvm-twill-machine/1"
+#: Interchangeable warp roles of a machine without named ones (module docstring).
+GENERIC_ROLES = 4
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,25 @@ class CostModel:
 
 
 @dataclass(frozen=True)
+class WarpRole:
+    """A named warp role of a machine whose roles are not interchangeable (the FA4 split of ``b200``):
+    ``warps`` warps issue its ops together, ``regs`` registers per thread (its setmaxnreg budget);
+    ``streams``: the role that issues the variable-latency copies (the load warp); ``in_loop`` False: a
+    role that issues none of the loop's ops (FA4's epilogue warp stores O after the KV loop)."""
+
+    name: str
+    warps: int
+    regs: int
+    streams: bool = False
+    in_loop: bool = True
+
+    @property
+    def kind(self) -> tuple:
+        """What the solver sees of the role: two roles of one kind are interchangeable."""
+        return (self.warps, self.regs, self.streams, self.in_loop)
+
+
+@dataclass(frozen=True)
 class Machine:
     name: str
     units: dict = field(default_factory=dict)
@@ -86,6 +111,25 @@ class Machine:
     tmem_bytes: int = 0
     spill_cost: int = 1
     costs: CostModel | None = field(default=None, compare=False)
+    #: Named warp roles, one per warp group (``WarpRole``): role ``k`` issues only ops of exactly its warp
+    #: count and holds at most its register budget; the last may stream.  Empty: interchangeable roles of
+    #: ``warps_per_group`` warps and ``regs_per_thread_max`` registers each.
+    roles: tuple = ()
+
+    def generic_roles(self) -> Machine:
+        """The machine with interchangeable roles (4 of ``warps_per_group`` warps), as every machine without
+        named roles has: what the TIR passes plan on (they emit no FA4-style kernel)."""
+        return replace(self, roles=(), warp_groups=GENERIC_ROLES) if self.roles else self
+
+    def role_regs(self, warp: int) -> int:
+        """The register budget of role ``warp``: its named role's, else ``regs_per_thread_max``."""
+        return self.roles[warp].regs if self.roles and 0 <= warp < len(self.roles) else self.regs_per_thread_max
+
+    def role_takes(self, warp: int, op) -> bool:
+        """Can role ``warp`` issue ``op``?  Any role of interchangeable ones; a named role: ops of its width."""
+        if not self.roles or not 0 <= warp < len(self.roles):
+            return True
+        return self.roles[warp].in_loop and self.roles[warp].warps == op.warps
 
     def __post_init__(self):
         object.__setattr__(self, "units", dict(self.units))
@@ -132,9 +176,35 @@ class Machine:
         pos(self.smem_bytes, "smem_bytes", 0)
         pos(self.tmem_bytes, "tmem_bytes", 0)
         pos(self.spill_cost, "spill_cost", 0)
+        if self.roles:
+            _validate_roles(self)
+
+
+def _validate_roles(m: Machine) -> None:
+    """Named roles: one per warp group, budgets within the per-thread maximum and, together, the SM's file."""
+    if len(m.roles) != m.warp_groups:
+        raise MachineError(f"machine '{m.name}': {len(m.roles)} named roles for {m.warp_groups} warp groups: "
+                           "give one role per warp group")
+    for r in m.roles:
+        if not isinstance(r, WarpRole) or r.warps < 1 or not 24 <= r.regs <= m.regs_per_thread_max:
+            raise MachineError(f"machine '{m.name}': role {r!r} needs >= 1 warps and 24..{m.regs_per_thread_max} "
+                               "registers per thread")
+    if any(r.streams for r in m.roles[:-1]):
+        raise MachineError(f"machine '{m.name}': only the last named role may stream (the variable-latency role "
+                           "is the last warp group)")
+    used = sum(r.warps * 32 * r.regs for r in m.roles)
+    if used > m.regs_per_sm:
+        raise MachineError(f"machine '{m.name}': its roles hold {used} registers, more than the SM's {m.regs_per_sm}")
 
 
 _UNITS = {"TC": 1, "SFU": 1, "ALU": 1, "TMA": 1}
+
+#: FlashAttention-4's forward kernel on sm_100 (16 warps, 512 threads): two softmax warp groups, a
+#: correction warp group, one warp each issuing the MMAs, the loads and the epilogue (a 16th warp idles);
+#: setmaxnreg budgets for head dim 128: softmax 192, correction 80, the other warp group 512 - 2 x 192 -
+#: 80 = 48 (docs/machines.md cites the source).
+FA4_ROLES = (WarpRole("softmax0", 4, 192), WarpRole("softmax1", 4, 192), WarpRole("correction", 4, 80),
+             WarpRole("mma", 1, 48), WarpRole("epilogue", 1, 48, in_loop=False), WarpRole("load", 1, 48, streams=True))
 
 #: Built-in machines.  Derivations are in the module docstring.
 BUILTIN_MACHINES: dict[str, Machine] = {
@@ -151,7 +221,8 @@ BUILTIN_MACHINES: dict[str, Machine] = {
                         # 3.35e12 B/s / (132 SMs x 1.83e9 clk/s) ~ 14 B/clk
                         hbm_bytes_per_s=3.35e12, chip=CHIPS["h100"])),
     "b200": Machine(
-        name="b200", units=_UNITS, smem_bytes=227 * 1024, tmem_bytes=128 * 512 * 4,
+        name="b200", units=_UNITS, smem_bytes=227 * 1024, tmem_bytes=128 * 512 * 4, warp_groups=len(FA4_ROLES),
+        roles=FA4_ROLES,
         costs=CostModel(arch="sm_100a", sms=148, clock_ghz=1.85, tc_flops_per_clock=8192,
                         mufu_per_clock=16, fma_per_clock=128,
                         # 8e12 B/s / (148 SMs x 1.85e9 clk/s)

@@ -100,10 +100,11 @@ def warp_candidates(graph, machine) -> list[tuple[str, dict]]:
                 keys.append(k)
         w = dict(base)
         w.update({n: keys.index(key(n)) % K for n in fixed})
-        if all(w != s[1] for s in seeds):
+        fits = all(machine.role_takes(w[n], graph.op(n)) for n in fixed)  # named roles: widths must match
+        if fits and all(w != s[1] for s in seeds):
             seeds.append((name, w, None, False))
 
-    dyn = {n: tuple(range(K)) for n in fixed}
+    dyn = {n: tuple(k for k in range(K) if machine.role_takes(k, graph.op(n))) for n in fixed}
     seeds.append(("greedy roles", dict(base), dyn, False))
     seeds.append(("greedy roles, register budget", dict(base), dyn, True))
     seeds.append(("greedy roles, fewest spills", dict(base), dyn, "spills"))
@@ -205,7 +206,7 @@ class _Placer:
         self.ins = {n: graph.in_edges(n) for n in graph.names}
         self.outs = {n: graph.out_edges(n) for n in graph.names}
         self.idx = {n: i for i, n in enumerate(graph.names)}
-        self.limit = machine.regs_per_thread_max
+        self.limits = machine.role_regs  # a named role's own budget (FA4's split), else the maximum
         self.t: dict = {}
         self.last: dict = {}
 
@@ -250,7 +251,7 @@ class _Placer:
             if time is None:
                 continue
             over = reg_budget and self.regs[n] and \
-                sum(self.regs[o] for o in self.t if self.w[o] == k) + self.regs[n] > self.limit
+                sum(self.regs[o] for o in self.t if self.w[o] == k) + self.regs[n] > self.limits(k)
             spills = sum(1 for e in self.ins[n] if e.src in self.t and self.w[e.src] != k)
             key = (bool(over), spills, time, pos) if spill_first else (bool(over), time, spills, pos)
             if best is None or key < best[0]:

@@ -79,6 +79,7 @@ from ..errors import GraphError, InfeasibleError, SolverTimeoutError
 from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
 from ..model.graph import MAX_INT
+from .symmetry import canonical_named_roles
 from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
 from .fallback import SERIAL, serial_schedule
 from .heuristic import Incumbent, register_peak
@@ -282,6 +283,7 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
             report(Progress(phase, dl.elapsed(), bound, best_ii, ii))
 
     def checked(sched):
+        sched = canonical_named_roles(sched, g, m)  # identical named roles: first used, lowest (symmetry.py)
         bad = check(sched, g, m, cross_warp_sync=opts.cross_warp_sync)
         if bad:  # a solver bug: never hand out an unchecked schedule
             raise AssertionError("solver produced a schedule the checker rejects: " + "; ".join(map(str, bad)))

@@ -220,10 +220,17 @@ class JointProblem:
                 self._guard(Family.VARIABLE_LATENCY, self.on[n][last])
             for n in fixed:
                 self._guard(Family.VARIABLE_LATENCY, z3.Not(self.on[n][last]))
+        named = self.machine.roles
+        for o in self.graph.ops:  # a named role issues only ops of its own width (Machine.role_takes)
+            for j, k in enumerate(self.roles):
+                if not self.machine.role_takes(k, o):
+                    self.solver.add(z3.Not(self.on[o.name][j]))
         # First-fit symmetry breaking over the interchangeable fixed-latency
         # roles: op k takes role j > 0 only if an earlier op took role j - 1.
         for k, n in enumerate(fixed):
             for j in range(1, last if vl else last + 1):
+                if named and named[self.roles[j - 1]].kind != named[self.roles[j]].kind:
+                    continue  # two named roles of different kinds are not interchangeable
                 earlier = [self.on[m][j - 1] for m in fixed[:k]]
                 self.solver.add(z3.Implies(self.on[n][j], z3.Or(earlier) if earlier else self.false))
 
@@ -315,6 +322,10 @@ class JointProblem:
             terms = [z3.If(self.same(v.name, u.name), v.regs * live(v.name, u.name), 0)
                      for v in holders if v.regs]
             self._guard(Family.REGISTERS, z3.Sum(terms) <= self.reg_peak)
+            for j, k in enumerate(self.roles if self.machine.roles else ()):  # a named role's own budget
+                if self.machine.role_regs(k) < limit:
+                    self._guard(Family.REGISTERS, z3.Implies(self.on[u.name][j],
+                                                             z3.Sum(terms) <= self.machine.role_regs(k)))
         for field, cap in (("smem", self.machine.smem_bytes), ("tmem", self.machine.tmem_bytes)):
             users = [v for v in holders if getattr(v, field)]
             for u in users:

@@ -45,6 +45,8 @@ def role_ids(graph, machine) -> list[int]:
     groups costs what one of n does.  Without room for a variable-latency role
     (one warp group) the list is ``[0]`` and rule 3 leaves no schedule."""
     W = machine.warp_groups
+    if machine.roles:  # named roles are not interchangeable: every one (the last streams)
+        return list(range(W))
     vl = any(o.variable_latency for o in graph.ops)
     n_fixed = sum(1 for o in graph.ops if not o.variable_latency)
     if vl and W < 2:
@@ -203,3 +205,21 @@ def order_constraints(graph, machine=None) -> list[tuple[str, str]]:
             phi = dict(zip(first, b))
             pairs += [(phi[a], phi[c]) for a, c in inner]
     return pairs
+
+
+def canonical_named_roles(schedule, graph, machine):
+    """``schedule`` with the ops of each class of identical named roles (same warps, budget, streaming) on
+    the class's lowest roles, in order of first use in graph order: a renaming of interchangeable roles, so
+    times, units and live ranges are unchanged (FA4's two softmax groups: sub-tile a's on ``softmax0``)."""
+    roles = machine.roles
+    if not roles:
+        return schedule
+    to: dict = {}
+    for n in graph.names:
+        w = schedule.ops[n].warp
+        if w in to:
+            continue
+        same = [k for k, r in enumerate(roles) if r.kind == roles[w].kind]
+        to[w] = next(k for k in same if k not in to.values())
+    from dataclasses import replace
+    return replace(schedule, ops={n: replace(p, warp=to[p.warp]) for n, p in schedule.ops.items()})

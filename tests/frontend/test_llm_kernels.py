@@ -1,0 +1,225 @@
+"""The front-end, unmodified, on TVM's own LLM attention kernels (``tvm.relax.frontend.nn.llm``).
+
+Those kernels keep their own structure: opaque blocks with empty read/write regions, explicit
+``T.tvm_storage_sync`` barriers inside the KV loop, let-bindings, guarded loads at the ragged tail.
+
+* every KV loop TVM ships (sequence prefill, paged prefill, ragged prefill, tree attention, decode) is
+  extracted: the loads feed the GEMMs through dependences derived from the opaque blocks' bodies, every
+  barrier keeps its place among the shared-memory statements, guarded copies are copies;
+* planning them is refused with the reason (a barrier under TVM's symbolic-trip guards), and the refusal is
+  needed: a legal plan of the sequence-prefill loop passes InjectSoftwarePipeline, but TVM cannot compile it;
+* small kernels written in the same style run on the CPU (llvm): a two-stage plan computes what the loop
+  does for ragged lengths, the annotation a hidden (unversioned) buffer forbids computes something else, and
+  a loop that owns a buffer TVM cannot see is refused (TVM's pass fails on it).
+"""
+import importlib
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+import tvm  # noqa: E402
+from tvm.script import tirx as T  # noqa: E402
+
+from tvm_twill.api import auto_pipeline  # noqa: E402
+from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
+from tvm_twill.frontend import extract_loop  # noqa: E402
+from tvm_twill.frontend.lowering import compile_cuda, inject_pipeline  # noqa: E402
+from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
+from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
+from tvm_twill.solvers import solve  # noqa: E402
+from tvm_twill.transforms import annotation_from_schedule, apply_annotation, legality_violations  # noqa: E402
+
+LLM = "tvm.relax.frontend.nn.llm"
+BARRIER = "explicit barrier \\(tvm_storage_sync\\) and the trip count is symbolic"
+
+
+def _kernel(kind):
+    prefill = importlib.import_module(f"{LLM}._prefill_kernels")
+    decode = importlib.import_module(f"{LLM}._decode_kernels")
+    tree = importlib.import_module(f"{LLM}.tree_attn")
+    tgt = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    make = {
+        "sequence_prefill": lambda: prefill._attention_sequence_prefill(4, 4, 128, "float16", tgt),
+        "paged_prefill": lambda: prefill._attention_prefill(4, 4, 128, "float16", False, {}, tgt),
+        "ragged_prefill": lambda: prefill._attention_prefill_ragged(4, 4, 128, 128, "float16", {}, tgt),
+        "tree_attention": lambda: tree.tree_attn(4, 4, 128, "float16", {}, tgt),
+        "decode": lambda: decode._attention_decode(4, 4, 128, "float16", False, {}, tgt),
+    }[kind]
+    return tvm.s_tir.Schedule(tvm.IRModule({"main": make()}))
+
+
+#: kind -> (the K load, the S = Q K^T GEMM that reads it, the V load, the O += P V GEMM that reads it, the class
+#: of the K load: a guarded copy, or SFU work where the kernel applies RoPE (cos, sin) while loading K)
+KERNELS = {
+    "sequence_prefill": ("K_load", "S_gemm_update", "V_load", "O_gemm_update", "copy"),
+    "paged_prefill": ("K_load", "S_gemm_update", "V_load", "O_gemm_update", "sfu"),
+    "ragged_prefill": ("K_load", "S_gemm_update", "V_load", "O_gemm_update", "sfu"),
+    "tree_attention": ("KV_load", "S_gemm_update", "KV_load", "O_gemm_update", "sfu"),
+    "decode": ("KV_load", "j", "KV_load", "j#3", "sfu"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(KERNELS))
+def llm(request):
+    sch = _kernel(request.param)
+    return request.param, sch, extract_loop(sch, "iterator", "sm_80")
+
+
+def test_every_tvm_kv_loop_is_extracted_with_its_barriers_and_derived_dependences(llm):
+    kind, sch, ex = llm
+    g = ex.graph
+    edges = {(e.src, e.dst, e.distance) for e in g.edges}
+    k_load, s_gemm, v_load, o_gemm, load_kind = KERNELS[kind]
+    # the opaque load blocks declare no access: the dependences come from their bodies
+    assert (k_load, s_gemm, 0) in edges and (v_load, o_gemm, 0) in edges
+    load = ex.stmts[ex.op_index[k_load]]
+    assert load.kind == load_kind and not load.async_capable  # a guarded copy is a copy, kept synchronous
+    # V_smem is written only in an opaque block: TVM cannot see it, so it is not taken as versioned
+    assert "V_smem" not in ex.versioned
+    # each barrier stays between the statements it separated, in every iteration
+    syncs = [n for n in ex.names if n.startswith("storage_sync")]
+    assert syncs
+    for sync in syncs:
+        i = ex.op_index[sync]
+        for j, s in enumerate(ex.stmts):
+            if "sync:tvm_storage_sync" in s.reads:
+                a, b = (s.name, sync) if j < i else (sync, s.name)
+                assert (a, b, 0) in edges and (b, a, 1) in edges, (sync, s.name)
+    # planning is refused with the reason
+    with pytest.raises(UnsupportedLoopError, match=BARRIER):
+        auto_pipeline(sch, "iterator", "sm_80", apply=False)
+
+
+def test_the_refusal_is_needed_a_legal_plan_does_not_compile():
+    sch = _kernel("sequence_prefill")
+    ex = extract_loop(sch, "iterator", "sm_80")
+    assert "statement 3 is an explicit barrier" in ex.refusal
+    sched = solve(ex.graph, ex.graph.machine, time_limit=60)
+    ann = annotation_from_schedule(sched, ex.graph, [s.async_capable for s in ex.stmts])
+    assert ann.num_stages > 1 and legality_violations(ann, ex.graph) == []
+    work = tvm.s_tir.Schedule(sch.mod)
+    apply_annotation(work, resolve_loop(work, "iterator").rv, ann)
+    with tvm.target.Target({"kind": "cuda", "arch": "sm_80"}):
+        inject_pipeline(work.mod)  # TVM's pipeline pass accepts the plan
+    with pytest.raises(Exception, match="Cannot insert syncs inside condition"):
+        compile_cuda(work, "sm_80")
+    _, src = compile_cuda(sch, "sm_80")  # the loop as written compiles
+    assert "__syncthreads" in src
+
+
+# -- a small kernel in the same style, on the CPU -------------------------------------------------------
+@T.prim_func(s_tir=True)
+def ragged_scale(a: T.handle, c: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    C = T.match_buffer(c, (64,), "float32")
+    with T.sblock("kernel"):
+        T.reads()
+        T.writes()
+        B = T.sblock_alloc_buffer((4,), "float32")
+        for i in range(16):
+            base: T.let[T.int32] = i * 4
+            for j in range(4):
+                with T.sblock("ld"):
+                    T.reads()
+                    T.writes()
+                    cur: T.let[T.int32] = base + j
+                    if cur < n:
+                        B[j] = A[cur]
+                    else:
+                        B[j] = T.float32(0)
+            for j in range(4):
+                with T.sblock("sq"):
+                    T.reads()
+                    T.writes()
+                    B[j] = B[j] * B[j] + T.float32(1)
+            for j in range(4):
+                with T.sblock("st"):
+                    T.reads()
+                    T.writes()
+                    C[base + j] = B[j] * T.float32(2)
+
+
+@T.prim_func(s_tir=True)
+def ragged_square(a: T.handle, c: T.handle, n: T.int32):
+    A = T.match_buffer(a, (64,), "float32")
+    C = T.match_buffer(c, (65,), "float32")
+    with T.sblock("kernel"):
+        T.reads()
+        T.writes()
+        B = T.sblock_alloc_buffer((4,), "float32")  # used after the loop too: one storage, never versioned
+        E = T.sblock_alloc_buffer((4,), "float32")
+        for i in range(16):
+            base: T.let[T.int32] = i * 4
+            for j in range(4):
+                with T.sblock("ld"):
+                    T.reads()
+                    T.writes()
+                    cur: T.let[T.int32] = base + j
+                    if cur < n:
+                        B[j] = A[cur]
+                    else:
+                        B[j] = T.float32(0)
+            for j in range(4):
+                with T.sblock("sq"):
+                    T.reads()
+                    T.writes()
+                    E[j] = B[j] * B[j] + T.float32(1)
+            for j in range(4):
+                with T.sblock("st"):
+                    T.reads()
+                    T.writes()
+                    C[base + j] = E[j] * T.float32(2)
+        with T.sblock("tail"):
+            T.reads()
+            T.writes()
+            C[64] = B[0] + E[0]
+
+
+def _run(mod, n, size=64):
+    rng = np.random.default_rng(7)
+    a = tvm.runtime.tensor(rng.standard_normal(64).astype("float32"))
+    c = tvm.runtime.tensor(np.zeros(size, "float32"))
+    tvm.compile(mod, target="llvm")(a, c, n)
+    return c.numpy()
+
+
+def test_llm_style_loop_is_pipelined_as_planned_and_computes_the_same_on_the_cpu():
+    sch = tvm.s_tir.Schedule(ragged_square)
+    ex = extract_loop(sch, "i", "sm_80")
+    # the dependences come from the opaque blocks' bodies; TVM substitutes 'base' into its uses
+    edges = {(e.src, e.dst, e.distance) for e in ex.graph.edges}
+    assert {("ld", "sq", 0), ("sq", "st", 0), ("sq", "ld", 1), ("st", "sq", 1)} <= edges
+    assert ex.refusal is None and not ex.versioned
+    plan = auto_pipeline(sch, "i", "sm_80", time_limit=60)
+    assert plan.applied and plan.annotation.num_stages == 2
+    assert legality_violations(plan.annotation, ex.graph) == []
+    for n in (0, 1, 37, 64):  # a ragged tail: the guarded loads fill zeros past n
+        assert np.array_equal(_run(sch.mod, n, 65), _run(ragged_square, n, 65))
+    # the order the hidden buffer B forbids (the next load before this iteration's square) computes otherwise
+    wrong = PipelineAnnotation((0, 0, 1, 1), (0, 1, 2, 3), ())
+    assert legality_violations(wrong, ex.graph)
+    work = tvm.s_tir.Schedule(ragged_square)
+    apply_annotation(work, resolve_loop(work, "i").rv, wrong)
+    assert not np.array_equal(_run(work.mod, 64, 65), _run(ragged_square, 64, 65))
+
+
+def test_llm_style_loop_on_the_cpu_hidden_buffer_orders_the_iterations():
+    sch = tvm.s_tir.Schedule(ragged_scale)
+    ex = extract_loop(sch, "i", "sm_80")
+    assert ex.names == ["let_base", "ld", "sq", "st"] and "B" not in ex.versioned
+    # B is hidden from TVM in opaque blocks: one storage for every iteration, so the next load waits
+    forbidden = PipelineAnnotation((0, 0, 1, 1), (0, 1, 2, 3), ())
+    assert any("does not multi-version" in v for v in legality_violations(forbidden, ex.graph))
+    # TVM's pipeline pass cannot version a buffer of the loop it does not see: planning is refused
+    with pytest.raises(UnsupportedLoopError, match="buffer 'B' is allocated in the loop and accessed only"):
+        auto_pipeline(sch, "i", "sm_80", time_limit=60)
+    work = tvm.s_tir.Schedule(ragged_scale)
+    apply_annotation(work, resolve_loop(work, "i").rv, PipelineAnnotation((0, 0, 0, 1), (1, 2, 3, 0), ()))
+    with pytest.raises(Exception, match="unordered_map::at"):
+        _run(work.mod, 64)
+    for n in (0, 37, 64):  # the loop as written: the guarded loads fill zeros past n
+        got = _run(ragged_scale, n)
+        a = np.random.default_rng(7).standard_normal(64).astype("float32")
+        a[n:] = 0
+        assert np.allclose(got, (a * a + 1) * 2)
