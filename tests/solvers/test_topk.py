@@ -185,3 +185,29 @@ def test_progress_reports_the_search_for_the_next_best():
     assert phases.index("top-k") > phases.index("done")
     (top,) = [p for p in seen if p.phase == "top-k"]
     assert "the next best schedules at ii=2" in top.line()
+
+
+@pytest.mark.parametrize("name", ["fa_fwd_blackwell", "fa_fwd_blackwell_fa4"])
+def test_named_roles_are_renamed_only_within_their_kind(name):
+    """b200's FA4 roles are not interchangeable (warps and budgets differ): the K best keep every op on a
+    role of its width and budget (the checker accepts each), and two schedules that differ by a swap of
+    unlike roles are different classes."""
+    from tvm_twill.data import load_example
+    from tvm_twill.model.canonical import canonical_roles
+    g = load_example(name)
+    best = solve(g, time_limit=60, top_k=3)
+    prep = prepare(g)
+    m = prep.machine
+    assert m.roles and len({r.kind for r in m.roles}) > 1
+    for s in best:
+        assert check(s, prep.graph, m) == []
+        w = {n: p.warp for n, p in s.ops.items()}
+        assert canonical_roles(prep.graph, w, m.warp_groups, m.roles) == w  # already in canonical numbering
+        assert all(m.role_takes(w[o.name], o) for o in prep.graph.ops)
+    forms = [_form_named(s, prep.graph, m) for s in best]
+    assert len(set(forms)) == len(forms)
+
+
+def _form_named(s, g, m):
+    return canonical_form(g, {n: p.time for n, p in s.ops.items()}, {n: p.warp for n, p in s.ops.items()},
+                          m.warp_groups, automorphisms(g, m)[0], m.roles)

@@ -176,6 +176,34 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     an = StatementAnalyzer(func, ref, m)
     lan = StatementAnalyzer(low_func, low, m, lowered=True)
     entries = pipeline_statements(node, low.node, ref.name, an, lan)
+    stmts, nested, regions, unseen, hidden, tvm_seen = _analyze_statements(entries, low, an, lan)
+    if len(stmts) < 2:
+        raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
+    stmts, regions = _with_barriers_and_lets([c for c, _ in entries], pipeline_children(low.node, ref.name), stmts,
+                                             regions, an.buffer_map, q)
+    stmts = _dedupe_names(stmts)
+    graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
+    # what TVM's versioning leaves: write-after-read / write-after-write / loop-carried hazards
+    owned = versioned_buffers(low_func, low.node)
+    versioned = owned - unseen - hidden
+    found = tuple(find_hazards(stmts, regions, it, versioned))
+    graph = merge_hazards(graph, found, stmts, q)
+    return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
+                      loop=ref.name, func=ref.func, trip_count=None if it.symbolic is not None else it.trip,
+                      quantum=q, machine=m, extent=None if it.symbolic is None else str(it.symbolic),
+                      arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found,
+                      double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step,
+                      threads=an.threads_per_block,
+                      grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
+                      local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node),
+                      refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None)
+                      or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
+
+
+def _analyze_statements(entries, low, an, lan):
+    """Each pipeline statement analyzed (a nested pipeline as its statements), with its regions, and
+    the buffers TVM cannot version: (stmts, nested loops, regions, unseen reads, hidden buffers,
+    buffers some statement's TVM-visible regions name)."""
     stmts: list[StmtInfo] = []
     nested = []
     regions = []
@@ -201,27 +229,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
             unseen |= {b for st in stmts[first:] for b in st.reads if b not in seen}
         hidden |= hidden_buffers(c, a.buffer_map, filled)  # TVM versions only what it sees
         tvm_seen |= {b for side in statement_regions(c, a.buffer_map) for b in side}
-    if len(stmts) < 2:
-        raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
-    stmts, regions = _with_barriers_and_lets([c for c, _ in entries], pipeline_children(low.node, ref.name), stmts,
-                                             regions, an.buffer_map, q)
-    stmts = _dedupe_names(stmts)
-    graph = _build_graph(stmts, ref.name, m, q, streaming_copies)
-    # what TVM's versioning leaves: write-after-read / write-after-write / loop-carried hazards
-    owned = versioned_buffers(low_func, low.node)
-    versioned = owned - unseen - hidden
-    found = tuple(find_hazards(stmts, regions, it, versioned))
-    graph = merge_hazards(graph, found, stmts, q)
-    return Extraction(graph=graph, stmts=tuple(stmts), op_index={s.name: s.index for s in stmts},
-                      loop=ref.name, func=ref.func, trip_count=None if it.symbolic is not None else it.trip,
-                      quantum=q, machine=m, extent=None if it.symbolic is None else str(it.symbolic),
-                      arch=arch, annotation=read_annotation(node), nested=tuple(nested), hazards=found,
-                      double_buffered=double_buffered(low_func.body), versioned=versioned, step=it.step,
-                      threads=an.threads_per_block,
-                      grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
-                      local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node),
-                      refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None)
-                      or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
+    return stmts, nested, regions, unseen, hidden, tvm_seen
 
 
 def loop_iterations(node, name: str) -> Iterations:

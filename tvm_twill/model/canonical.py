@@ -7,7 +7,8 @@ becomes the other by any combination of
   the same iterations, numbered from another one; any other c: the slots
   rotate, ``(time + c) mod ii``, and the loop body starts at another point
   of the same steady-state stream);
-* a permutation of warp roles (the roles are interchangeable: rule 3 only
+* a permutation of warp roles (the roles are interchangeable, or on a machine with named roles
+  those of one kind: rule 3 only
   asks that the variable-latency ops share one role and no other op uses it);
 * an automorphism of the graph: a renaming of ops onto ops with every
   attribute but the name equal (cycles, unit or reservation table,
@@ -142,8 +143,20 @@ def automorphisms(graph, machine=None, *, limit: int = MAX_AUTOMORPHISMS) -> tup
     return tuple(maps), complete[0] and len(found) < limit
 
 
-def canonical_roles(graph, warps: dict, warp_groups: int) -> dict:
-    """Roles renumbered: variable-latency ops on ``warp_groups - 1``, the others 0, 1, ... by first op."""
+def canonical_roles(graph, warps: dict, warp_groups: int, roles: tuple = ()) -> dict:
+    """Roles renumbered: variable-latency ops on ``warp_groups - 1``, the others 0, 1, ... by first op.
+
+    ``roles``: a machine's named roles (``Machine.roles``, FA4's split on ``b200``), which are not
+    interchangeable: then only roles of one kind (same warps, budget, streaming) swap, each role used
+    going to the lowest role of its kind not yet taken, in order of first use in graph order."""
+    if roles:
+        to: dict = {}
+        for n in graph.names:
+            w = warps[n]
+            if w not in to:
+                same = [k for k, r in enumerate(roles) if r.kind == roles[w].kind]
+                to[w] = next(k for k in same if k not in to.values())
+        return {n: to[warps[n]] for n in graph.names}
     new: dict = {}
     out = {}
     for op in graph.ops:
@@ -154,10 +167,10 @@ def canonical_roles(graph, warps: dict, warp_groups: int) -> dict:
     return out
 
 
-def representative(graph, times: dict, warps: dict, warp_groups: int) -> tuple:
+def representative(graph, times: dict, warps: dict, warp_groups: int, roles: tuple = ()) -> tuple:
     """``((time - t0, role), ...)`` in graph order: the form of the identity renaming."""
     t0 = min(times.values())
-    roles = canonical_roles(graph, warps, warp_groups)
+    roles = canonical_roles(graph, warps, warp_groups, roles)
     return tuple((times[n] - t0, roles[n]) for n in graph.names)
 
 
@@ -166,8 +179,8 @@ def images(graph, times: dict, warps: dict, maps) -> list[tuple[dict, dict]]:
     return [({g[n]: times[n] for n in times}, {g[n]: warps[n] for n in warps}) for g in maps]
 
 
-def canonical_form(graph, times: dict, warps: dict, warp_groups: int, maps=None) -> tuple:
+def canonical_form(graph, times: dict, warps: dict, warp_groups: int, maps=None, roles: tuple = ()) -> tuple:
     """The canonical form (module docstring); ``maps``: ``automorphisms(graph)[0]`` (computed if None)."""
     if maps is None:
         maps = automorphisms(graph)[0]
-    return min(representative(graph, t, w, warp_groups) for t, w in images(graph, times, warps, maps))
+    return min(representative(graph, t, w, warp_groups, roles) for t, w in images(graph, times, warps, maps))

@@ -78,7 +78,7 @@ class _Ranker:
         self.maps, self.complete = automorphisms(graph, machine)
 
     def form(self, times, warps) -> tuple:
-        return canonical_form(self.graph, times, warps, self.machine.warp_groups, self.maps)
+        return canonical_form(self.graph, times, warps, self.machine.warp_groups, self.maps, self.machine.roles)
 
     def key(self, ii, times, warps) -> tuple:
         return rank_key(self.graph, ii, times, warps, self.form(times, warps))
@@ -107,7 +107,7 @@ def more_schedules(prep, best, k: int, *, options, deadline: Deadline, max_ii: i
     for key, times, warps in picked[:k - 1]:
         t0 = min(times.values())
         times = {n: t - t0 for n, t in times.items()}
-        warps = canonical_roles(g, warps, m.warp_groups)
+        warps = canonical_roles(g, warps, m.warp_groups, m.roles)
         s = make_schedule(g, m.name, key[0], times, warps, {op.name: op.cycles for op in g.ops},
                           optimal=best.optimal and key[0] == best.ii, lower_bound=best.lower_bound,
                           solve_seconds=deadline.elapsed(), normalization=best.normalization,
@@ -125,7 +125,7 @@ def _block(problem, rk: _Ranker, times: dict, warps: dict) -> None:
     names = g.names
     v0 = names[0]
     for t, w in images(g, times, warps, rk.maps):
-        roles = canonical_roles(g, w, rk.machine.warp_groups)
+        roles = canonical_roles(g, w, rk.machine.warp_groups, rk.machine.roles)
         differ = [problem.t[n] - problem.t[v0] != t[n] - t[v0] for n in names[1:]]
         if any(roles[n] not in problem.roles for n in names):
             continue  # a role numbering z3's model cannot take: nothing to exclude
