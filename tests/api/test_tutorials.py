@@ -32,7 +32,7 @@ def run(script, *args, blocked=()):
 
 def test_every_tutorial_is_tested():
     tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py", "metaschedule_tuning.py",
-              "warp_specialized_gemm.py", "check_without_gpu.py"}
+              "warp_specialized_gemm.py", "check_without_gpu.py", "tune_any_module.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -112,3 +112,11 @@ def test_metaschedule_tuning():
     assert "tvm_twill  model II of " in out  # at least one candidate re-planned
     assert "loop nest(s) re-planned" in out and "solver calls:" in out
     assert "ms.tune_tir(ctx.mod, ctx.target, work_dir" in out and "(pass --tune to run it here" in out
+
+
+@needs_tvm
+def test_tune_any_module():
+    out = run("tune_any_module.py", "--candidates", "2")
+    assert "linear layer Y = X W^T" in out and "then TwillPipeline" in out
+    assert "candidate 0: " in out and re.search(r"^  \S.*: (re-planned, model II \d+ cycles|kept the rule's)", out, re.M)
+    assert "pipeline nest(s) re-planned" in out and "(pass --tune to measure here: it needs an NVIDIA GPU)" in out
