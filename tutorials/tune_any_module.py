@@ -8,8 +8,7 @@ post-processes candidates on the CPU; only measuring them needs the GPU)::
     python tutorials/tune_any_module.py --tune               # also measure: needs an NVIDIA GPU
 
 The module is a user's, not one of tvm_twill's workloads: a linear layer
-``Y = X W^T`` (fp16 in, fp32 out, the weight stored [out, in] as
-``torch.nn.Linear`` keeps it), written in TE.  ``tvm_twill.metaschedule.
+``Y = X W`` (fp16 in, fp32 out, the weight stored [in, out]), written in TE.  ``tvm_twill.metaschedule.
 tune_context(mod, target)`` builds MetaSchedule's tuning context for any
 module and CUDA target: the "cuda-tensorcore" schedule rules with the
 tensor-core rule that software-pipelines (TVM's defaults give fp16 GEMMs to
@@ -42,14 +41,14 @@ TUNE_CALL = """\
 
 
 def linear(tokens: int, d_in: int, d_out: int):
-    """The user's module: Y[m, n] = sum_k X[m, k] * W[n, k], fp16 inputs accumulated in fp32."""
+    """The user's module: Y[m, n] = sum_k X[m, k] * W[k, n], fp16 inputs accumulated in fp32."""
     import tvm
     from tvm import te
 
     x = te.placeholder((tokens, d_in), "float16", name="X")
-    w = te.placeholder((d_out, d_in), "float16", name="W")
+    w = te.placeholder((d_in, d_out), "float16", name="W")
     k = te.reduce_axis((0, d_in), name="k")
-    y = te.compute((tokens, d_out), lambda m, n: te.sum(x[m, k].astype("float32") * w[n, k].astype("float32"),
+    y = te.compute((tokens, d_out), lambda m, n: te.sum(x[m, k].astype("float32") * w[k, n].astype("float32"),
                                                         axis=k), name="Y")
     return tvm.IRModule({"main": te.create_prim_func([x, w, y])})
 
@@ -58,7 +57,7 @@ def have_gpu() -> bool:
     if shutil.which("nvidia-smi") is None:
         return False
     try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -100,7 +99,7 @@ def main(argv=None) -> int:
     twill = TwillPipeline()
     ctx = tune_context(mod, args.arch, twill=twill, seed=args.seed)
     post = [type(p).__name__ for p in ctx.space_generator.postprocs]
-    print(f"linear layer Y = X W^T: X {args.tokens}x{args.d_in}, W {args.d_out}x{args.d_in} (fp16 -> fp32) for "
+    print(f"linear layer Y = X W: X {args.tokens}x{args.d_in}, W {args.d_in}x{args.d_out} (fp16 -> fp32) for "
           f"{ctx.target.attrs['arch']}; postprocessors: {', '.join(post[:-1])}, then TwillPipeline")
 
     # 2. Candidates as the search makes them; the one-line summary of what tvm_twill did to each.

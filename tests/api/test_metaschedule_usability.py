@@ -6,6 +6,7 @@ import pytest
 tvm = pytest.importorskip("tvm")
 
 from tvm_twill.errors import InputError, UnsupportedTargetError  # noqa: E402
+from tvm_twill.frontend import read_annotation, resolve_loop  # noqa: E402
 from tvm_twill.metaschedule import (TwillPipeline, replan_pipelines, sample_candidates,  # noqa: E402
                                     tune_context)
 
@@ -32,13 +33,13 @@ def test_reprs_are_one_line_and_reasons_whole(mma_gemm):
     assert "kept: UnsupportedLoopError: first line" in repr(out)
 
 
-def _linear(tokens=256, d_in=512, d_out=512):
-    """A user's module (not one of tvm_twill's workloads): Y = X W^T, fp16 -> fp32, W stored [out, in]."""
+def _linear(tokens=256, d_in=1024, d_out=1024):
+    """A user's module (not one of tvm_twill's workloads): Y = X W, fp16 -> fp32, W stored [in, out]."""
     from tvm import te
     x = te.placeholder((tokens, d_in), "float16", name="X")
-    w = te.placeholder((d_out, d_in), "float16", name="W")
+    w = te.placeholder((d_in, d_out), "float16", name="W")
     k = te.reduce_axis((0, d_in), name="k")
-    y = te.compute((tokens, d_out), lambda m, n: te.sum(x[m, k].astype("float32") * w[n, k].astype("float32"),
+    y = te.compute((tokens, d_out), lambda m, n: te.sum(x[m, k].astype("float32") * w[k, n].astype("float32"),
                                                         axis=k), name="Y")
     return te.create_prim_func([x, w, y])
 
@@ -49,14 +50,21 @@ def test_tune_context_takes_any_module_and_runs_twill_last():
     assert ctx.target.attrs["arch"] == "sm_80" and int(ctx.target.attrs["max_shared_memory_per_block"]) > 0
     post = [type(p).__name__ for p in ctx.space_generator.postprocs]
     assert post[-1] != "VerifyGPUCode" and "RewriteTensorize" in post and len(post) >= 7
-    candidates = sample_candidates(ctx, 3)
+    candidates = sample_candidates(ctx, 4)
     assert candidates and len(twill.history) >= len(candidates)  # TwillPipeline ran on every candidate
+    planned = 0
     for cand in candidates:
         replan = next(r for r in twill.history if r.mod.same_as(cand.mod))
         # the pipelining tensor-core rule annotated each candidate's k loops; tvm_twill re-planned or said why
         assert replan.nests and all(n.before and all(a is not None for a in n.before) for n in replan.nests)
         assert all(n.plan is not None or n.reason for n in replan.nests)
         assert "\n" not in repr(replan)
+        for nest in replan.nests:
+            if nest.plan is not None:  # what the candidate carries is the plan, for the tuning target
+                planned += 1
+                assert nest.plan.arch == "sm_80"
+                assert read_annotation(resolve_loop(cand, nest.loops[0]).node) == nest.plan.annotation
+    assert planned  # seed 1: MetaSchedule draws candidates tvm_twill plans (others fail TVM's own passes)
 
 
 def test_tune_context_refuses_what_it_cannot_tune():
@@ -73,7 +81,7 @@ def test_tune_context_refuses_what_it_cannot_tune():
 def test_tuning_plans_quietly(mma_gemm, capfd, monkeypatch):
     from tvm_twill import plan_progress
     monkeypatch.setattr(plan_progress, "AFTER", 0.0)  # any plan would report its steps, unless quiet
-    sch, k0, k1 = mma_gemm("nested")
+    sch, _, _ = mma_gemm("nested")
     out = replan_pipelines(sch, "sm_80")
     assert out.plans
     assert "tvm_twill: loop" not in capfd.readouterr().err
