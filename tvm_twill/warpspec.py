@@ -292,6 +292,21 @@ def _by_throughput(ex, swp_plan, ii_swp: int, ii_ws: int, ring_bytes: int, budge
             f"{variant_throughput(plain)}: variants compared by throughput per SM")
 
 
+def _roles_and_barriers(ex, copies, order) -> tuple[dict, dict]:
+    """(role -> statements, barrier -> what it is for) of the kernel: the producer warp, the consumer warps (or
+    each consumer group when ``order`` gives them turns), the mbarrier rings and the named barriers."""
+    consumers = tuple(s.name for s in ex.stmts if not s.async_capable)
+    roles = {"producer warp": tuple(s.name for s in copies)}
+    roles.update({f"consumer group {g}": consumers for g in range(len(order))} if order
+                 else {"consumer warps": consumers})
+    barriers = {"ws_full[s]": "mbarrier: slot s landed (producer -> consumers)",
+                "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
+                "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
+    barriers.update({f"named barrier {1 + g}": f"consumer group {g}'s turn (bar.sync by group {g}, bar.arrive "
+                     "by the group before it in the order)" for g in range(len(order or ()))})
+    return roles, barriers
+
+
 def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice, solve,
                              time_limit: float) -> WarpSpecialization:
     """Decide and (when chosen and ``apply``) write the warp specialization of ``ref`` (see module doc)."""
@@ -358,15 +373,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                     raise UnsupportedLoopError(
                         f"warp specialization: the joint schedule holds {need} registers per thread in the "
                         f"{role} role, more than its setmaxnreg budget {have}: plan without warp_specialize")
-        consumers = tuple(s.name for s in ex.stmts if not s.async_capable)
-        roles = {"producer warp": tuple(s.name for s in copies)}
-        roles.update({f"consumer group {g}": consumers for g in range(len(order))} if order
-                     else {"consumer warps": consumers})
-        barriers = {"ws_full[s]": "mbarrier: slot s landed (producer -> consumers)",
-                    "ws_empty[s]": "mbarrier: slot s released by every consumer warp (consumers -> producer)",
-                    "named barrier 0": "__syncthreads once, after mbarrier.init (all threads)"}
-        barriers.update({f"named barrier {1 + g}": f"consumer group {g}'s turn (bar.sync by group {g}, bar.arrive "
-                         "by the group before it in the order)" for g in range(len(order or ()))})
+        roles, barriers = _roles_and_barriers(ex, copies, order)
         return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
                                   barriers=barriers, registers=registers, joint_split=split, register_peaks=peak,
                                   consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
