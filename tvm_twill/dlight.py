@@ -19,7 +19,16 @@ removed), which cp.async runs on sm_80 and newer.  The plan with the smaller
 model ii is kept; on a tie the direct copies, which hold no staging
 registers (``staging="registers"`` or ``"direct"`` plans only that variant).  A nest that cannot be planned keeps dlight's annotations, and
 the reason is logged (logger ``tvm_twill.dlight``); so does a target
-tvm_twill has no model for (the rule's schedule is returned unchanged).
+tvm_twill has no model for (the rule's schedule is returned unchanged), and
+a schedule without a pipeline (INFO: nothing to re-plan).
+
+dlight's ``Matmul`` reads the arch with ``check_sm_version``, which takes
+digits only: on "sm_90a" it gets -1, writes a schedule without tensor cores
+and no pipeline.  ``AutoPipelined`` hands the rule the same target with the
+plain arch ("sm_90": the suffix only adds instructions dlight's schedules do
+not use) and plans the pipelines for the arch asked for ("sm_90a"), saying
+so at INFO.  Plans run with ``quiet=True`` (no progress lines from inside
+dlight).
 """
 from __future__ import annotations
 
@@ -28,7 +37,8 @@ from dataclasses import dataclass
 
 from .api import PipelinePlan, auto_pipeline
 from .errors import InputError, TwillError
-from .frontend import local_stage_blocks, loop_rv, parse_target, pipeline_nests, resolve_loop, scratch_schedule
+from .frontend import (dlight_target, local_stage_blocks, loop_rv, parse_target, pipeline_nests, resolve_loop,
+                       scratch_schedule)
 from .frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
 from .transforms import apply_annotation, remove_annotation
 
@@ -105,7 +115,7 @@ def _replan_nest(sch, nest, target, machine, time_limit, staging) -> NestReplan:
             if variant == "direct":
                 _drop_staging(trial, resolve_loop(trial, rvs[0]))
             plan = auto_pipeline(trial, rvs if len(rvs) > 1 else rvs[0], target, machine=machine,
-                                 time_limit=time_limit)
+                                 time_limit=time_limit, quiet=True)  # no progress lines from inside dlight
         except Exception as err:  # noqa: BLE001 - one variant failing is said, not raised
             failures.append(f"{variant}: {_reason(err)}")
             continue
@@ -181,7 +191,13 @@ class AutoPipelined(_ScheduleRule):
         return self.rule.is_target_available(target)
 
     def apply(self, func, target, tunable: bool):
-        space = self.rule.apply(func, target, tunable)
+        rule = type(self.rule).__name__
+        scheduling, suffixed = dlight_target(target)
+        if suffixed is not None:  # dlight would read the arch as -1: no tensor cores, no pipeline
+            log.info("dlight's rules cannot read arch '%s' (check_sm_version takes digits only): %s schedules "
+                     "for '%s', and its pipelines are planned for '%s'", suffixed, rule,
+                     scheduling.attrs["arch"], suffixed)
+        space = self.rule.apply(func, scheduling, tunable)
         self.last = []
         if space is None:
             return None
@@ -190,5 +206,9 @@ class AutoPipelined(_ScheduleRule):
                 self.last += replan_schedule(sch, target, machine=self.machine, time_limit=self.time_limit,
                                              staging=self.staging)
             except Exception as err:  # noqa: BLE001 - e.g. a target without a model: dlight's schedule as it is
-                log.info("%s's schedule kept as dlight wrote it: %s", type(self.rule).__name__, _reason(err))
+                log.info("%s's schedule kept as dlight wrote it: %s", rule, _reason(err))
+                return space
+        if not self.last:
+            log.info("%s wrote no software pipeline for '%s' (a schedule without tensor cores, or a shape it "
+                     "does not tensorize): nothing to re-plan", rule, target.attrs.get("arch", target))
         return space

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .errors import InputError
 from .frontend.ir import dlight, relax_frontend, tvm
+from .frontend.target import dlight_arch  # dlight's arch for an sm_90a model: scheduled for sm_90
 
 __all__ = ["LlamaConfig", "build_model", "dlight_arch", "lowered_module", "scheduled_module"]
 
@@ -96,17 +97,6 @@ def lowered_module(cfg: LlamaConfig):
                                     relax.transform.FoldConstant(), relax.transform.FuseOps(),
                                     relax.transform.FuseTIR(), relax.transform.DeadCodeElimination()])
     return seq(mod)
-
-
-def dlight_arch(arch: str) -> str:
-    """The arch dlight schedules for: ``arch`` without an arch-specific suffix ("sm_90a" -> "sm_90").
-
-    dlight's ``Matmul`` rule reads the arch with ``check_sm_version``, which
-    takes only digits: for "sm_90a" it gets -1 and gives no matmul to tensor
-    cores (no pipelines at all).  The suffix only adds instructions
-    (wgmma, setmaxnreg) that dlight's schedules do not use, so the sm_90
-    schedule is the one to plan and compile for sm_90a."""
-    return arch[:-1] if arch[-1:] in ("a", "f") and arch[:-1].replace("sm_", "").isdigit() else arch
 
 
 def scheduled_module(cfg: LlamaConfig, arch: str = "sm_80", matmul_rule=None):

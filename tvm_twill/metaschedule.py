@@ -12,9 +12,13 @@ last among the postprocessors, re-plans each annotated loop nest with
     space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs, mutator_probs=probs)
     ms.tune_tir(mod, target, work_dir, max_trials_global, space=space, ...)
 
-(TVM 0.27's ``tune_tir`` takes the postprocessors through its ``space``;
-``tvm_twill.workloads.tensorcore_tune_context`` builds such a space for a
-GEMM, and ``tutorials/metaschedule_tuning.py`` runs it.)
+(TVM 0.27's ``tune_tir`` takes the postprocessors through its ``space``.)
+``tune_context(mod, target)`` builds such a space for any module and CUDA
+target: MetaSchedule's "cuda-tensorcore" rules with its tensor-core rule
+replaced by the one that software-pipelines (``PIPELINED_RULES``; TVM's own
+defaults give fp16 GEMMs to a wmma rule that writes no pipeline), its
+postprocessors, ``TwillPipeline`` last; ``sample_candidates(ctx, n)`` draws
+candidates from it without a GPU (``tutorials/tune_any_module.py``).
 
 A loop nest that tvm_twill cannot plan (a loop the front-end refuses, a
 function TVM's passes reject, an infeasible or timed-out solve, a plan over
@@ -42,12 +46,14 @@ from dataclasses import dataclass, replace
 
 from .api import AutoPipelineOptions, auto_pipeline
 from .cache import SHARED
-from .errors import TwillError, UnsupportedLoopError
+from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import inject_pipeline, machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
-from .frontend.ir import fingerprint, meta_schedule_postproc_base, meta_schedule_verify_gpu_code
+from .frontend.ir import fingerprint, meta_schedule, meta_schedule_postproc_base, meta_schedule_verify_gpu_code, tvm
 from .transforms import apply_annotation, async_waits, remove_annotation, restore_annotation
+from .workloads import TARGET_TAGS, pipelined_tensorcore_rule, sample_candidates
 
-__all__ = ["NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "target_machine"]
+__all__ = ["PIPELINED_RULES", "NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "sample_candidates",
+           "target_machine", "tune_context"]
 
 log = logging.getLogger("tvm_twill.metaschedule")
 
@@ -145,7 +151,7 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
     to the best.
     """
     opts = AutoPipelineOptions(machine=target_machine(target, machine), time_limit=time_limit, cache=cache,
-                               top_k=top_k)
+                               top_k=top_k, quiet=True)  # no progress lines from inside a tuning run
     try:
         nests = pipeline_nests(sch)
     except Exception as err:  # noqa: BLE001 - a schedule TVM or tvm_twill cannot walk: every nest kept
@@ -310,3 +316,73 @@ class TwillPipeline(_PyPostproc):
         twin.target, twin._verifier = self.target, self._verifier  # the same tuning context
         return twin
 
+
+
+#: ``tune_context``'s default schedule rules: MetaSchedule's "cuda-tensorcore" with its tensor-core rule
+#: replaced by the mma.sync rule that software-pipelines (``workloads.pipelined_tensorcore_rule``).
+PIPELINED_RULES = "cuda-tensorcore-pipelined"
+_MS_KINDS = ("cuda", "cuda-tensorcore")
+
+
+def _tuning_target(target):
+    """The Target to tune for: a Target or tag as given, an arch through its tag (MetaSchedule checks the tag's
+    limits) or, for an arch without one, the bare CUDA target."""
+    arch, tgt = parse_target(target)  # refuses what tvm_twill cannot plan for, in one line
+    if isinstance(target, str) and target.strip() in TARGET_TAGS:
+        return tvm.target.Target(TARGET_TAGS[target.strip()])
+    return tgt
+
+
+def _rules_and_kind(rules, intrinsics, ms):
+    """(schedule rules for PostOrderApply, the MetaSchedule kind of the default postprocessors and mutators)."""
+    if rules == PIPELINED_RULES:
+        tc, out = ms.schedule_rule.MultiLevelTilingTensorCore, []
+        for r in ms.schedule_rule.ScheduleRule.create("cuda-tensorcore"):  # the first tensor-core rule replaced
+            if not isinstance(r, tc):
+                out.append(r)
+            elif not any(isinstance(o, tc) for o in out):
+                out.append(pipelined_tensorcore_rule(intrinsics))
+        return out, "cuda-tensorcore"
+    if rules in _MS_KINDS:
+        return ms.schedule_rule.ScheduleRule.create(rules), rules
+    if isinstance(rules, (list, tuple)) and rules:
+        tc = ms.schedule_rule.MultiLevelTilingTensorCore
+        return list(rules), "cuda-tensorcore" if any(isinstance(r, tc) for r in rules) else "cuda"
+    raise InputError(f"rules must be {PIPELINED_RULES!r}, one of {list(_MS_KINDS)} or a non-empty list of "
+                     f"MetaSchedule schedule rules, got {rules!r}")
+
+
+def tune_context(mod, target, *, rules=PIPELINED_RULES, intrinsics: str = "mma", postprocs=None, twill=None,
+                 mutator_probs=None, seed: int = 0, task_name: str = "main"):
+    """A MetaSchedule ``TuneContext`` over any module and CUDA target, ``TwillPipeline`` last among its
+    postprocessors.
+
+    ``mod``: an IRModule or a PrimFunc.  ``target``: a ``tvm.target.Target``, a TVM tag, or an arch
+    ("sm_80", "sm_90a": the A100 / H100 tags, whose limits MetaSchedule checks).  ``rules``:
+    ``PIPELINED_RULES`` (default), "cuda", "cuda-tensorcore" or a list of schedule rules.  ``intrinsics``: the
+    pipelining tensor-core rule's, "mma" (mma.sync, cp.async copies; its output goes straight to global
+    memory, so an epilogue cannot be fused: TVM's VerifyGPUCode refuses every such candidate) or "wmma"
+    (wmma through a shared output tile, which takes a fused epilogue such as bias + ReLU).  ``postprocs``:
+    the postprocessors before tvm_twill's (default: MetaSchedule's for the rules).  ``twill``: the
+    ``TwillPipeline`` (default a new one; its ``history`` keeps what happened to each candidate).
+    ``mutator_probs``: for ``ms.tune_tir``'s evolutionary search (default: MetaSchedule's for the rules).
+    The context's own search strategy is ``ReplayTrace`` (no cost model, no GPU): ``sample_candidates(ctx,
+    n)`` draws candidates; ``ms.tune_tir(ctx.mod, ctx.target, work_dir, max_trials_global,
+    space=ctx.space_generator)`` tunes the same space, measuring on a GPU.
+    """
+    ms = meta_schedule()
+    if isinstance(mod, tvm.tirx.PrimFunc):
+        mod = tvm.IRModule({"main": mod})
+    if not isinstance(mod, tvm.IRModule):
+        raise InputError(f"tune_context takes an IRModule or a PrimFunc, got {type(mod).__name__}")
+    tgt = _tuning_target(target)
+    sch_rules, kind = _rules_and_kind(rules, intrinsics, ms)
+    if twill is None:
+        twill = TwillPipeline()
+    if not isinstance(twill, TwillPipeline):
+        raise InputError(f"twill must be a tvm_twill.metaschedule.TwillPipeline, got {type(twill).__name__}")
+    before = list(ms.postproc.Postproc.create(kind) if postprocs is None else postprocs)
+    space = ms.space_generator.PostOrderApply(sch_rules=sch_rules, postprocs=[*before, twill],
+                                              mutator_probs=kind if mutator_probs is None else mutator_probs)
+    return ms.TuneContext(mod=mod, target=tgt, space_generator=space, search_strategy=ms.search_strategy.ReplayTrace(),
+                          task_name=task_name, rand_state=seed, num_threads=1)

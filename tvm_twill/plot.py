@@ -13,7 +13,10 @@ three panels:
 * **pipelined timeline** (bottom, like Figure 1 of the Twill paper): a few
   overlapped iterations, each op a bar on its warp role's row starting at
   ``time + k*ii``, colored by iteration ``k``; the prologue, steady state
-  and epilogue are shaded.
+  and epilogue are shaded;
+* with ``ring`` (a warp-specialized plan, ``plot_ws.Ring``), a fourth panel
+  (bottom): the producer warp, the ring slots over time and the consumer
+  groups (``plot_ws``).
 
 ``graph`` must be the graph the solver scheduled
 (``tvm_twill.solvers.prepare(...).graph``).  Times are drawn in machine
@@ -37,6 +40,7 @@ from pathlib import Path
 
 from .errors import InputError, PlotUnavailableError
 from .model import topological_order
+from .plot_ws import draw_ring, ring_timeline
 from .report import role_name, unit_scale
 
 __all__ = ["MAX_ITERATIONS", "plot_schedule", "require_matplotlib", "time_axis"]
@@ -267,12 +271,14 @@ def _timeline(ax, schedule, graph, machine, factor, label, Rectangle, tagged):
                  "(bar: op@iteration, color: iteration)", fontsize=9)
 
 
-def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title: str | None = None) -> Path:
+def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title: str | None = None,
+                  ring=None) -> Path:
     """Write the picture of ``schedule`` (module docstring) to ``path`` (.png, .svg, .pdf); return the path.
 
     ``cycles_per_unit``: machine cycles per model time unit when the caller
     knows it (``PipelinePlan.quantum``); otherwise taken from the schedule
-    (see ``time_axis``).  Raises PlotUnavailableError without matplotlib and
+    (see ``time_axis``).  ``ring``: a ``plot_ws.Ring`` to draw the warp
+    specialization panel.  Raises PlotUnavailableError without matplotlib and
     InputError when the file cannot be written.
     """
     Figure, Rectangle, FancyArrowPatch = _matplotlib()
@@ -286,13 +292,18 @@ def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title
     roles = schedule.warps_used()
     n_ops = len(graph.names)
     height = 4.2 + 0.45 * len(roles) + 0.12 * max(0, n_ops - 8)
-    fig = Figure(figsize=(13, height), dpi=110, layout="constrained")
-    grid = fig.add_gridspec(2, 2, height_ratios=[1.15, 1.0], width_ratios=[1.25, 1.0])
+    ws = ring_timeline(schedule, graph, ring) if ring is not None else None
+    ws_rows = 1 + ring.depth + len(ws.groups) if ws is not None else 0
+    fig = Figure(figsize=(13, height + 0.3 * ws_rows), dpi=110, layout="constrained")
+    grid = fig.add_gridspec(2 if ws is None else 3, 2, height_ratios=[1.15, 1.0] + ([] if ws is None else [0.16 * ws_rows]),
+                            width_ratios=[1.25, 1.0])
     tagged: set = set()  # (number, op) of bars too narrow for the op's name
     _mrt(fig.add_subplot(grid[0, 0]), schedule, graph, machine, factor, Rectangle, tagged)
     fig.axes[0].set_xlabel(label.replace("time", "slot (time mod ii)", 1), fontsize=8)
     _graph(fig.add_subplot(grid[0, 1]), schedule, graph, machine, FancyArrowPatch)
     _timeline(fig.add_subplot(grid[1, :]), schedule, graph, machine, factor, label, Rectangle, tagged)
+    if ws is not None:
+        draw_ring(fig.add_subplot(grid[2, :]), ws, ring, factor, label, Rectangle)
     if tagged:  # the key of the numbered bars
         key = ", ".join(f"{t} = {n}" for t, n in sorted(tagged, key=lambda tn: int(tn[0])))
         fig.supxlabel(f"bars too narrow for a name carry the op's number: {key}", fontsize=7)

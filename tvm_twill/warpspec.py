@@ -76,6 +76,8 @@ class WarpSpecialization:
     that ii); ``groups_ii_cycles`` / ``groups_note``: the ii of the split
     and why it was or was not taken; ``one_group``: the plan with one
     consumer group, applied instead if the transform refuses the order.
+    ``solved_graph`` / ``solved_machine``: the graph and machine ``schedule`` was solved on (as the
+    solver prepared them: what ``PipelinePlan.plot`` draws).
     ``depth_note``: why the ring is shallower than the pipeline's buffer
     versions (shared memory), or None.
     ``layout_note``: why the rings were emitted without the 128-byte swizzle
@@ -103,6 +105,8 @@ class WarpSpecialization:
     one_group: object = None
     layout_note: str | None = None
     depth_note: str | None = None
+    solved_graph: object = None
+    solved_machine: object = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -161,7 +165,8 @@ class WarpSpecialization:
             if self.protocol is not None:
                 lines.append(f"  protocol model check: no deadlock, overwrite or early read in "
                              f"{self.protocol.states} states ({self.protocol.iterations} iterations)")
-            lines.append(f"  compile with tvm.compile(mod, target, tir_pipeline={WS_PIPELINE!r})")
+            lines.append(f"  compile as planned with tvm_twill.build(mod, target, plan) (tvm.compile under "
+                         f"plan.pass_context() with tir_pipeline={WS_PIPELINE!r})")
         return "\n".join(lines)
 
 
@@ -375,12 +380,14 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                                       "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
                                       joint_split=split, groups_ii_cycles=groups_ii, groups_note=note)
         why = (f"specialized: {versus}" if better else f"specialized on request (warp_specialize=True): {versus}")
-        peak = _role_register_peaks(ws, prepare(graph, solved_on, opts).graph, names, budgets)  # graph as solved
+        prepared = prepare(graph, solved_on, opts)  # the graph as solved
+        peak = _role_register_peaks(ws, prepared.graph, names, budgets)
         roles, barriers = _roles_and_barriers(ex, copies, order)
         return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
                                   barriers=barriers, registers=budgets, joint_split=split, register_peaks=peak,
                                   consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
-                                  one_group=one_group, depth_note=depth_note)
+                                  one_group=one_group, depth_note=depth_note, solved_graph=prepared.graph,
+                                  solved_machine=prepared.machine)
 
     if order is None:
         return finish(ws, graph, solved_on, None, note)

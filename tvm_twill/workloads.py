@@ -195,6 +195,32 @@ def dlight_gemm(m: int | str = 256, n: int = 256, k: int = 256, arch: str = "sm_
 TARGET_TAGS = {"sm_80": "nvidia/nvidia-a100", "sm_90a": "nvidia/nvidia-h100"}
 
 
+def pipelined_tensorcore_rule(intrinsics: str = "mma"):
+    """MetaSchedule's ``MultiLevelTilingTensorCore`` with ``use_software_pipeline=True``, as TVM 0.27 configures
+    it: ``"mma"``, the mma.sync rule of TVM's "cuda-tensorcore" defaults (m16n8k8, fp16 -> fp32, cp.async
+    copies), or ``"wmma"``, the wmma rule with software pipelining of TVM's tests."""
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the tensor intrinsics
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group
+
+    if intrinsics == "mma":
+        groups = [{"init": "mma_init_m16n8k8_f32", "load_a": "mma_load_m16n8k8_f16_A_shared_dyn",
+                   "load_b": "mma_load_m16n8k8_f16_B_shared_dyn", "compute": "mma_sync_m16n8k8_f16f16f32",
+                   "store": "mma_store_m16n8k8_f32_global"}]
+        write_reuse = "no"
+    elif intrinsics == "wmma":
+        groups = [get_wmma_intrin_group("shared.dyn", "shared.dyn", "float16", "float32", True)]
+        write_reuse = "must"
+    else:
+        raise InputError(f"intrinsics must be 'mma' or 'wmma', got {intrinsics!r}")
+    return ms.schedule_rule.MultiLevelTilingTensorCore(
+        intrin_groups=groups, structure="SSSRRSRS", tile_binds=["blockIdx.y", "blockIdx.x", "threadIdx.y"],
+        max_innermost_factor=4, vector_load_lens=[1, 2, 3, 4, 8, 16],
+        reuse_read=ms.schedule_rule.ReuseType(req="must", levels=[4], scope="shared.dyn"),
+        reuse_write=ms.schedule_rule.ReuseType(req=write_reuse, levels=[2], scope="shared.dyn"),
+        use_software_pipeline=True)
+
+
 def tensorcore_tune_context(n: int = 512, target="sm_80", *, intrinsics: str = "mma", postprocs=None,
                             seed: int = 0):
     """A MetaSchedule ``TuneContext`` over an n^3 fp16 -> fp32 GEMM whose design space software-pipelines.
@@ -215,28 +241,11 @@ def tensorcore_tune_context(n: int = 512, target="sm_80", *, intrinsics: str = "
     ``sample_candidates``.
     """
     import tvm
-    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the tensor intrinsics
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.testing import te_workload
-    from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group
 
-    if intrinsics == "mma":
-        groups = [{"init": "mma_init_m16n8k8_f32", "load_a": "mma_load_m16n8k8_f16_A_shared_dyn",
-                   "load_b": "mma_load_m16n8k8_f16_B_shared_dyn", "compute": "mma_sync_m16n8k8_f16f16f32",
-                   "store": "mma_store_m16n8k8_f32_global"}]
-        write_reuse = "no"
-    elif intrinsics == "wmma":
-        groups = [get_wmma_intrin_group("shared.dyn", "shared.dyn", "float16", "float32", True)]
-        write_reuse = "must"
-    else:
-        raise InputError(f"intrinsics must be 'mma' or 'wmma', got {intrinsics!r}")
-    rule = ms.schedule_rule.MultiLevelTilingTensorCore(
-        intrin_groups=groups, structure="SSSRRSRS", tile_binds=["blockIdx.y", "blockIdx.x", "threadIdx.y"],
-        max_innermost_factor=4, vector_load_lens=[1, 2, 3, 4, 8, 16],
-        reuse_read=ms.schedule_rule.ReuseType(req="must", levels=[4], scope="shared.dyn"),
-        reuse_write=ms.schedule_rule.ReuseType(req=write_reuse, levels=[2], scope="shared.dyn"),
-        use_software_pipeline=True)
+    rule = pipelined_tensorcore_rule(intrinsics)
     tgt = tvm.target.Target(TARGET_TAGS.get(target, target)) if isinstance(target, str) else target
     func = te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
     if postprocs is None:

@@ -32,7 +32,7 @@ def run(script, *args, blocked=()):
 
 def test_every_tutorial_is_tested():
     tested = {"solve_paper_graphs.py", "auto_pipeline_gemm.py", "dlight_gemm.py", "metaschedule_tuning.py",
-              "warp_specialized_gemm.py", "check_without_gpu.py", "attention.py"}
+              "warp_specialized_gemm.py", "check_without_gpu.py", "attention.py", "tune_any_module.py"}
     assert {p.name for p in TUTORIALS.glob("*.py")} <= tested
 
 
@@ -127,3 +127,11 @@ def test_attention(tmp_path):
     assert out.count("max |kernel - numpy| = ") == 2
     assert re.search(r"this kernel, by the model: \d+ TFLOPS", out)
     assert "FlashAttention-2 on A100" in out and "740 TFLOPS" in out and "645 TFLOPS" in out
+
+
+@needs_tvm
+def test_tune_any_module():
+    out = run("tune_any_module.py", "--candidates", "2")
+    assert "linear layer Y = X W:" in out and "then TwillPipeline" in out
+    assert "candidate 0: " in out and re.search(r"^  \S.*: (re-planned, model II \d+ cycles|kept the rule's)", out, re.M)
+    assert "pipeline nest(s) re-planned" in out and "(pass --tune to measure here: it needs an NVIDIA GPU)" in out

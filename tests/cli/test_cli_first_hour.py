@@ -1,6 +1,7 @@
 """The small things a new user trips over: the CLI keeps --json when stdout closes, refuses --plot without
 matplotlib before solving, TVM target tags are targets, and the README's Python snippet runs from any
 directory."""
+import importlib.util
 import json
 import os
 import pathlib
@@ -59,3 +60,26 @@ def test_the_readme_python_snippet_runs_outside_the_repository(tmp_path, monkeyp
     ns: dict = {}
     exec(compile(solver_part, "README.md", "exec"), ns)
     assert ns["schedule"].ii == 2 and ns["schedule"].optimal
+
+
+def test_the_cli_on_a_graph_never_imports_tvm(tmp_path):
+    """``solve`` / ``example`` / ``check`` / ``machines`` on a graph: TVM (30-100 s to import) is never loaded,
+    not even with --plot (every command in one process, then its sys.modules)."""
+    graph, sched, pic = tmp_path / "g.json", tmp_path / "s.json", tmp_path / "p.png"
+    from tvm_twill.data import example_path
+    graph.write_text(pathlib.Path(example_path("fa_fwd_fig1")).read_text(encoding="utf-8"), encoding="utf-8")
+    plot = ["--plot", str(pic)] if importlib.util.find_spec("matplotlib") else []
+    runs = [["example", "fa_fwd_fig1", "--quiet"], ["solve", str(graph), "--json", str(sched), "--quiet", *plot],
+            ["check", str(graph), str(sched)], ["machines"], ["example"]]
+    code = ("import contextlib, io, sys\nfrom tvm_twill.cli import main\n"
+            f"for argv in {runs!r}:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        rc = main(argv)\n"
+            "    assert rc in (0, None), (argv, rc)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tvm', 'tvm_ffi')))\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout[-2000:]
+    assert sched.exists() and (pic.exists() or not plot)

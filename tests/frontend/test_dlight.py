@@ -130,7 +130,7 @@ def _tiny_smem_machine():
 # -- tvm_twill.dlight.AutoPipelined: dlight's rule, then every pipeline re-planned -------------------
 dl = pytest.importorskip("tvm.s_tir.dlight")
 from tvm_twill.dlight import AutoPipelined  # noqa: E402
-from tvm_twill.frontend import local_stage_blocks  # noqa: E402
+from tvm_twill.frontend import annotated_pipeline_loops, local_stage_blocks  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)
@@ -240,3 +240,31 @@ def test_keeping_dlights_register_staging(tmp_path):
     assert "cp.async" not in src
     with pytest.raises(tvm_twill.InputError, match="staging must be one of"):
         AutoPipelined(dl.gpu.Matmul(), staging="shared")
+
+
+# -- sm_90a: dlight cannot read the arch (check_sm_version("sm_90a") == -1) --------------------------
+def test_on_sm90a_dlight_schedules_for_sm90_and_the_pipelines_are_planned_for_sm90a(caplog, capfd, monkeypatch):
+    from tvm_twill import plan_progress
+    monkeypatch.setattr(plan_progress, "AFTER", 0.0)  # any plan would report its steps, unless quiet
+    plain = tvm.s_tir.Schedule(dlight_gemm(256, arch="sm_90a"))  # dlight alone: no tensor cores, no pipeline
+    assert annotated_pipeline_loops(plain) == []
+    rule = AutoPipelined(dl.gpu.Matmul())
+    with caplog.at_level("INFO", logger="tvm_twill.dlight"):
+        mod = dlight_gemm(256, arch="sm_90a", rule=rule)
+    (nest,) = rule.last
+    assert nest.loops == (OUTER, INNER) and nest.plan is not None and nest.plan.arch == "sm_90a"
+    assert nest.plan.machine.name == "h100"
+    sch = tvm.s_tir.Schedule(mod)
+    assert read_annotation(resolve_loop(sch, OUTER).node) == nest.plan.annotation
+    assert "cannot read arch 'sm_90a'" in caplog.text and "schedules for 'sm_90'" in caplog.text
+    assert "planned for 'sm_90a'" in caplog.text and "re-planned" in caplog.text
+    assert "tvm_twill: loop" not in capfd.readouterr().err  # planned with quiet=True
+
+
+def test_a_rule_that_writes_no_pipeline_says_so(caplog):
+    rule = AutoPipelined(dl.gpu.Matmul())
+    with caplog.at_level("INFO", logger="tvm_twill.dlight"):
+        mod = dlight_gemm(64, 64, 64, arch="sm_80", rule=rule)  # at most 64: dlight does not tensorize
+    assert rule.last == []
+    assert tvm_ffi.structural_equal(mod, dlight_gemm(64, 64, 64, arch="sm_80"))
+    assert "Matmul wrote no software pipeline for 'sm_80'" in caplog.text and "nothing to re-plan" in caplog.text

@@ -16,9 +16,10 @@ from .loops import (LoopRef, annotated_pipeline_loops, local_stage_blocks, loop_
                     resolve_loop, schedule_loops, scratch_schedule)
 from .lowering import (ASYNC_COPY_CONFIG, KernelInfo, compile_cuda, inject_pipeline, kernel_info, lower_to_pipeline,
                        pipeline_prefix_passes)
-from .target import machine_for, parse_target
+from .target import dlight_arch, dlight_target, machine_for, parse_target
 
 __all__ = ["ASYNC_COPY_CONFIG", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "Extraction", "KernelInfo", "LoopRef",
-           "StmtInfo", "annotated_pipeline_loops", "compile_cuda", "extract_loop", "inject_pipeline", "kernel_info",
+           "StmtInfo", "annotated_pipeline_loops", "compile_cuda", "dlight_arch", "dlight_target", "extract_loop",
+           "inject_pipeline", "kernel_info",
            "local_stage_blocks", "loop_rv", "lower_to_pipeline", "machine_for", "parse_target", "pipeline_nests",
            "pipeline_prefix_passes", "read_annotation", "resolve_loop", "schedule_loops", "scratch_schedule"]

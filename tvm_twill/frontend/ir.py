@@ -305,6 +305,14 @@ def splice_passes(passes: list, at: str, extra: list, before: bool = False) -> l
         raise RuntimeError(f"TVM's s_tir pipeline has no pass '{at}' to insert at (passes: {names})")
     i = names.index(at) + (0 if before else 1)
     return passes[:i] + list(extra) + passes[i:]
+def meta_schedule():
+    """``tvm.s_tir.meta_schedule``, loaded when a tuning context is built (``tvm_twill.metaschedule``), with
+    TVM's CUDA tensor intrinsics registered (the "cuda-tensorcore" rules name them)."""
+    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the tensor intrinsics
+    from tvm.s_tir import meta_schedule as ms
+    return ms
+
+
 def meta_schedule_verify_gpu_code():
     """TVM's ``VerifyGPUCode`` postprocessor class (the target's thread, shared-memory and register limits)."""
     from tvm.s_tir.meta_schedule.postproc import VerifyGPUCode

@@ -6,7 +6,7 @@ from ..model import Machine, get_machine, machine_for_arch
 from ..model.arch import parse_arch
 from .ir import tvm
 
-__all__ = ["machine_for", "parse_target"]
+__all__ = ["dlight_arch", "dlight_target", "machine_for", "parse_target"]
 
 
 def _check_arch(arch: str, target) -> None:
@@ -71,3 +71,29 @@ def machine_for(arch: str, machine=None) -> Machine:
                                      "into cycles): use a built-in machine (tvm-twill machines lists them)")
     return m
 
+
+
+def dlight_arch(arch: str) -> str:
+    """The arch dlight schedules for: ``arch`` without an arch-specific suffix ("sm_90a" -> "sm_90").
+
+    dlight's ``Matmul`` rule reads the arch with ``check_sm_version``, which
+    takes only digits: for "sm_90a" it gets -1 and gives no matmul to tensor
+    cores (no pipelines at all).  The suffix only adds instructions
+    (wgmma, setmaxnreg) that dlight's schedules do not use, so the sm_90
+    schedule is the one to plan and compile for sm_90a."""
+    return arch[:-1] if arch[-1:] in ("a", "f") and arch[:-1].replace("sm_", "").isdigit() else arch
+
+
+def dlight_target(target) -> tuple[object, str | None]:
+    """(the target dlight's rules should read, the arch it replaces or None): a CUDA target whose arch has a
+    suffix dlight cannot read (``dlight_arch``) becomes the same target with the plain arch; any other
+    target is returned as it is."""
+    if not isinstance(target, tvm.target.Target) or target.kind.name != "cuda" or "arch" not in target.attrs:
+        return target, None
+    arch = str(target.attrs["arch"])
+    plain = dlight_arch(arch)
+    if plain == arch:
+        return target, None
+    config = dict(target.export())
+    config["arch"] = plain
+    return tvm.target.Target(config), arch
