@@ -207,7 +207,7 @@ def test_ptxas_report_reads_registers_and_spills(monkeypatch):
         lines = sass_mod.ptxas_report(src, "sm_80")
         assert any("Used" in ln and "registers" in ln for ln in lines)
         assert any("0 bytes spill stores" in ln for ln in lines)
-        with pytest.raises(RuntimeError, match="nvcc failed"):
+        with pytest.raises(RuntimeError, match="nvcc -arch=sm_80 failed on the kernel"):
             sass_mod.ptxas_report("this is not CUDA", "sm_80")
     monkeypatch.setattr(sass_mod.shutil, "which", lambda name: None)
     assert sass_mod.ptxas_report(src, "sm_80") is None

@@ -369,20 +369,13 @@ def disassemble(cubin: str | os.PathLike, cuobjdump: str | None = None) -> str:
 def ptxas_report(src: str, arch: str) -> list[str] | None:
     """The register, spill and setmaxnreg (C7508) lines of ``nvcc -arch=ARCH -cubin -Xptxas -v`` on CUDA
     source ``src``, and the wgmma serialization lines (``transforms.ptxas``); None when nvcc is not
-    installed.  Raises RuntimeError when nvcc fails."""
-    import tempfile
+    installed.  Raises ToolchainError (a RuntimeError) when nvcc fails."""
+    from .ptxas import ptxas_output
 
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
+    out = ptxas_output(src, arch)
+    if out is None:
         return None
-    with tempfile.TemporaryDirectory() as d:
-        cu = Path(d) / "kernel.cu"
-        cu.write_text(src)
-        r = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-o", str(Path(d) / "kernel.cubin"), str(cu),
-                            "-Xptxas", "-v"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"nvcc failed: {r.stderr.strip()[-500:]}")
-    return [line.strip() for line in (r.stdout + r.stderr).splitlines()
+    return [line.strip() for line in out.splitlines()
             if "registers" in line or "spill" in line or "C7508" in line or "are serialized" in line]
 
 
