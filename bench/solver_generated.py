@@ -10,6 +10,11 @@ included.  For each: the answer's ii, whether it was proven optimal and how fast
 the lower bound otherwise, the answer's source (heuristic, z3, serial fallback), the wall time
 against the limit, and whether the package's checker accepts the schedule.
 
+``--paper`` also runs the paper's backends on each graph, with the same limit: Algorithm 1 of the
+Twill paper, the modulo-scheduling ILP on CBC (pulp) then the joint SMT on z3 per length
+(``solvers.paper_smt.paper_search``), side by side with the default (z3 joint search with the
+incumbent heuristic).
+
 ``--save`` writes ``bench/results/solver_generated.{json,md}``.
 """
 from __future__ import annotations
@@ -30,9 +35,10 @@ from scale_graphs import GENERATED_SEED, JITTER, UNIT_CYCLES, generated_suite  #
 from tvm_twill.errors import InfeasibleError, SolverTimeoutError  # noqa: E402
 from tvm_twill.model import check  # noqa: E402
 from tvm_twill.solvers import prepare, solve  # noqa: E402
+from tvm_twill.solvers.paper_smt import paper_search  # noqa: E402
 
 HEADER = ["graph", "join", "k", "ops", "ii (units)", "lower bound", "proven", "proof (s)", "gap", "answer from",
-          "wall (s)", "limit (s)", "within limit", "checker"]
+          "wall (s)", "limit (s)", "within limit", "checker", "paper backends: ii (CBC + z3)"]
 
 
 def run_one(g, limit: float) -> dict:
@@ -54,6 +60,27 @@ def run_one(g, limit: float) -> dict:
             "wall": wall, "checker": "ok" if not violations else f"{len(violations)} violations"}
 
 
+def run_paper(g, limit: float) -> dict:
+    """The paper's Algorithm 1 (CBC modulo ILP, then z3 per length) on the prepared graph."""
+    prep = prepare(g)
+    start = time.perf_counter()
+    try:
+        s = paper_search(prep.graph, prep.machine, time_limit=limit)
+    except SolverTimeoutError:
+        return {"status": "timeout", "wall": time.perf_counter() - start}
+    except InfeasibleError:
+        return {"status": "not found", "wall": time.perf_counter() - start}
+    bad = check(s, prep.graph, prep.machine)
+    return {"status": "ok" if not bad else "invalid", "ii": s.ii, "wall": time.perf_counter() - start}
+
+
+def paper_cell(row: dict) -> str:
+    p = row.get("paper")
+    if p is None:
+        return "-"
+    return (f"{p['ii']} in {p['wall']:.1f} s" if p["status"] == "ok" else f"{p['status']} ({p['wall']:.1f} s)")
+
+
 def cells(row: dict, limit: float) -> list[str]:
     r = row["run"]
     base = [row["graph"], row["join"], str(row["k"]), str(row["ops"])]
@@ -61,10 +88,10 @@ def cells(row: dict, limit: float) -> list[str]:
     within = "yes" if r["wall"] <= limit else f"no (+{r['wall'] - limit:.1f} s)"
     if r["status"] != "ok":
         what = r.get("family") or r.get("reason", "")
-        return base + [r["status"], "-", "-", "-", "-", what, wall, f"{limit:g}", within, "-"]
+        return base + [r["status"], "-", "-", "-", "-", what, wall, f"{limit:g}", within, "-", paper_cell(row)]
     proof = f"{r['proof_seconds']:.2f}" if r["proof_seconds"] is not None else "-"
     return base + [str(r["ii"]), str(r["lb"]), "yes" if r["optimal"] else "no", proof,
-                   f"{100 * r['gap']:.1f}%", r["source"], wall, f"{limit:g}", within, r["checker"]]
+                   f"{100 * r['gap']:.1f}%", r["source"], wall, f"{limit:g}", within, r["checker"], paper_cell(row)]
 
 
 def summary(rows: list, limit: float) -> list[str]:
@@ -81,7 +108,20 @@ def summary(rows: list, limit: float) -> list[str]:
             f"- not proven: {len(gaps)}" + (f", largest gap {100 * max(gaps):.1f}%" if gaps else ""),
             f"- wall time over the {limit:g} s limit: {len(over)}"
             + (f" (worst +{max(r['run']['wall'] for r in over) - limit:.2f} s)" if over else ""),
-            f"- checker violations: {sum(r['run'].get('checker', 'ok') != 'ok' for r in ok)}"]
+            f"- checker violations: {sum(r['run'].get('checker', 'ok') != 'ok' for r in ok)}"] + _paper_summary(rows)
+
+
+def _paper_summary(rows: list) -> list[str]:
+    runs = [(r, r["paper"]) for r in rows if r.get("paper") is not None]
+    if not runs:
+        return []
+    ok = [(r, p) for r, p in runs if p["status"] == "ok"]
+    same = sum(1 for r, p in ok if r["run"]["status"] == "ok" and p["ii"] == r["run"]["ii"])
+    worse = sum(1 for r, p in ok if r["run"]["status"] == "ok" and p["ii"] > r["run"]["ii"])
+    better = sum(1 for r, p in ok if r["run"]["status"] == "ok" and p["ii"] < r["run"]["ii"])
+    return [f"- paper backends (CBC modulo ILP + z3 per length), same limit: a schedule for {len(ok)} of "
+            f"{len(runs)}; ii equal to the default's {same}, larger {worse}, smaller {better}; no answer "
+            f"{len(runs) - len(ok)}"]
 
 
 def markdown(doc: dict) -> str:
@@ -106,6 +146,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per graph (default 10)")
     ap.add_argument("--only", default=None, help="run only graphs whose name contains this")
+    ap.add_argument("--paper", action="store_true", help="also run the paper's backends (CBC + z3) per graph")
     ap.add_argument("--save", action="store_true", help="write bench/results/solver_generated.{json,md}")
     args = ap.parse_args(argv)
     rows = []
@@ -115,6 +156,8 @@ def main(argv=None) -> int:
             continue
         row = {"graph": name, "source": source, "join": join, "k": k, "ops": len(g.ops),
                "run": run_one(g, args.time_limit)}
+        if args.paper:
+            row["paper"] = run_paper(g, args.time_limit)
         rows.append(row)
         print(" | ".join(cells(row, args.time_limit)), flush=True)
     print("\n".join(summary(rows, args.time_limit)))
