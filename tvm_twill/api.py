@@ -302,10 +302,10 @@ class PipelinePlan:
             from .plot_roofline import plot_roofline  # matplotlib only when asked
             return plot_roofline(self.prediction(registers), self.machine.costs, path,
                                  title=f"loop '{self.loop}' for {self.arch} (machine {self.machine.name})")
-        from .plot import plot_schedule  # matplotlib only when asked
+        from .plot import plot_schedule, plot_ws_plan  # matplotlib only when asked
         ws = self.warp_specialization
         if ws is not None and ws.chosen and self.applied and ws.solved_graph is not None:
-            return _plot_ws(self, ws, path)
+            return plot_ws_plan(self, ws, path)
         return plot_schedule(self.schedule, self.solved_graph or self.graph, self.machine, path,
                              cycles_per_unit=self.quantum,
                              title=f"auto_pipeline: loop '{self.loop}' for {self.arch} (machine "
@@ -329,20 +329,6 @@ class PipelinePlan:
                 f"schedule = solve(graph, graph.machine, time_limit={self.options.time_limit!r})\n"
                 f"print(schedule.ii)  # {self.schedule.ii}\n"
                 "print({n: (p.stage, p.order) for n, p in schedule.ops.items()})\n")
-
-
-def _plot_ws(plan, ws, path):
-    """``plan.plot(path)`` of a warp-specialized plan: the joint schedule and the ring panel."""
-    from .plot import plot_schedule
-    from .plot_ws import Ring
-    lag = ws.facts.release_lag if ws.facts is not None else 0
-    ring = Ring(producers=tuple(ws.roles["producer warp"]), depth=ws.ring_depth, release_lag=lag,
-                order=tuple(ws.consumer_order) if ws.consumer_order else None)
-    groups = f"{len(ws.consumer_order)} ordered consumer groups" if ws.consumer_order else "one consumer group"
-    return plot_schedule(ws.schedule, ws.solved_graph, ws.solved_machine, path, cycles_per_unit=plan.quantum,
-                         ring=ring, title=f"auto_pipeline: loop '{plan.loop}' for {plan.arch}, warp-specialized "
-                         f"(machine {ws.solved_machine.name}): II = {ws.ii_ws_cycles} cycles (one role: "
-                         f"{ws.ii_swp_cycles}), a producer warp, a ring of {ws.ring_depth} slots, {groups}")
 
 
 @dataclass(frozen=True)

@@ -319,3 +319,16 @@ def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title
     except ValueError as e:  # an extension matplotlib has no writer for
         raise InputError(f"cannot write the picture {out}: {e}; use .png, .svg or .pdf") from None
     return out
+
+
+def plot_ws_plan(plan, ws, path):
+    """``plan.plot(path)`` of a warp-specialized plan: the joint schedule and the ring panel."""
+    from .plot_ws import Ring
+    lag = ws.facts.release_lag if ws.facts is not None else 0
+    ring = Ring(producers=tuple(ws.roles["producer warp"]), depth=ws.ring_depth, release_lag=lag,
+                order=tuple(ws.consumer_order) if ws.consumer_order else None)
+    groups = f"{len(ws.consumer_order)} ordered consumer groups" if ws.consumer_order else "one consumer group"
+    return plot_schedule(ws.schedule, ws.solved_graph, ws.solved_machine, path, cycles_per_unit=plan.quantum,
+                         ring=ring, title=f"auto_pipeline: loop '{plan.loop}' for {plan.arch}, warp-specialized "
+                         f"(machine {ws.solved_machine.name}): II = {ws.ii_ws_cycles} cycles (one role: "
+                         f"{ws.ii_swp_cycles}), a producer warp, a ring of {ws.ring_depth} slots, {groups}")

@@ -17,7 +17,7 @@ search.  This is it:
   disjoint modulo ii; at least ``ceil((t_src + delay + spill - t_dst) /
   distance)`` for every loop-carried edge (rule 1); at least the lower bound.
 * Roles.  Variable-latency ops on the last warp group (rule 3); every other
-  op on role 0.  If that breaks the register limit (rule 5), the values are
+  op on role 0 (on a machine with named roles, the first role of its width).  If that breaks the register limit (rule 5), the values are
   packed onto the fixed-latency roles, largest peak first, each on the first
   role whose steady-state pressure (``model.checker.modulo_load``) stays
   within the limit.
@@ -69,7 +69,6 @@ def serial_times(graph, machine, lb: int = 1) -> tuple[int, dict]:
 def _pack(graph, machine, ii: int, times: dict, fixed_roles: list) -> dict | None:
     """Fixed-latency ops -> roles with every role's register pressure within the limit, or None."""
     live = live_intervals(graph, times, ii)
-    limit = machine.regs_per_thread_max
     runs = {n: (s, e - s, graph.op(n).regs) for n, (s, e) in live.items()
             if e > s and graph.op(n).regs and not graph.op(n).variable_latency}
 
@@ -80,7 +79,8 @@ def _pack(graph, machine, ii: int, times: dict, fixed_roles: list) -> dict | Non
     warps = {}
     index = {n: i for i, n in enumerate(graph.names)}
     for n in sorted(runs, key=lambda n: (-peak([runs[n]]), index[n])):
-        k = next((k for k in fixed_roles if peak(load[k] + [runs[n]]) <= limit), None)
+        k = next((k for k in fixed_roles if machine.role_takes(k, graph.op(n))
+                  and peak(load[k] + [runs[n]]) <= machine.role_regs(k)), None)
         if k is None:
             return None
         load[k].append(runs[n])
@@ -102,7 +102,13 @@ def serial_schedule(graph, machine, *, lb: int = 1, cross_warp_sync: bool = Fals
                                          f"which has {machine.units.get(u, 0)}")
     ii, times = serial_times(graph, machine, lb)
     fixed_roles = roles[:-1] if vl else roles
-    warps = {n: (roles[-1] if n in vl else fixed_roles[0]) for n in graph.names}
+    # each fixed-latency op on the first role that takes it (any role; a named role: ops of its width)
+    warps = {o.name: roles[-1] if o.name in vl else next((k for k in fixed_roles if machine.role_takes(k, o)), None)
+             for o in graph.ops}
+    homeless = [n for n, w in warps.items() if w is None]
+    if homeless:
+        return Serial(reason=f"no warp role of '{machine.name}' issues op '{homeless[0]}' "
+                             f"({graph.op(homeless[0]).warps} warps)")
     cyc = {o.name: o.cycles for o in graph.ops}
     bad = check(make_schedule(graph, machine.name, ii, times, warps, cyc), graph, machine,
                 cross_warp_sync=cross_warp_sync)
