@@ -251,7 +251,12 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
 
     The time limit: ``deadline`` if given, else the deadline ``prepare``
     started, unless ``options`` asks for a different ``time_limit`` than
-    prepare had (then a new Deadline of that many seconds starts here)."""
+    prepare had (then a new Deadline of that many seconds starts here).
+
+    One concern, the search of Algorithm 1 with its scale measures, in one function on purpose
+    (the one exemption from the 80-line rule, docs/architecture.md): its stages (refute every ii,
+    the incumbent, the ii scan, the anytime answer, the tie-breaks) share the deadline, the
+    attempts and the incumbent through closures; splitting it needs a search-state object."""
     opts = options or SolveOptions()
     report = progress or opts.progress
     dl = deadline
