@@ -172,14 +172,14 @@ class PipelinePlan:
     def tir_pipeline(self) -> str | None:
         """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
         when the loop was warp-specialized or its function issues wgmma; ``tvm_twill_swp`` (constant cp.async
-        wait counts, see ``transforms.swp_lowering``) for async stages on a loop of symbolic extent; else None
-        (TVM's default)."""
+        wait counts, barriers allowed under the uniform prologue / epilogue guards: ``transforms.swp_lowering``)
+        for a pipelined loop of symbolic extent; else None (TVM's default)."""
         ws = self.warp_specialization
         if ws is not None and self.applied and ws.tir_pipeline:
             return ws.tir_pipeline
         if self.wgmma:
             return register_pipeline()
-        if self.applied and self.annotation.async_stages and self.extraction.trip_count is None:
+        if self.applied and max(self.annotation.stages, default=0) > 0 and self.extraction.trip_count is None:
             return register_swp_pipeline()
         return None
 
