@@ -76,9 +76,10 @@ def compile_cp_async(ins, cc):
         if view is None:
             cta.finding(F.BadAccess, w, ins, w.m, "cp.async source outside every global buffer", address=off)
             return
-        rd = ss > 0                                     # the source is read at issue, for the race check
+        rd = ss > 0                     # the source is read from issue to the wait: in flight on the shadow
         if rd.any():
-            launch.gshadow.access(cta, w, ins, act[rd], k, lane_bytes(off[rd], size), size, False)
+            launch.gshadow.begin(cta, w, ins, cta.next_op, k, act[rd], lane_bytes(off[rd], size), False, "cp.async",
+                                 "the issuer's cp.async.wait_group covering it")
         idx = lane_bytes(d, size)
         flat = idx.reshape(-1)
         _check_write(cta, w, ins, act, flat, size)
@@ -126,7 +127,10 @@ def compile_wait(ins, cc):
             w.needs = lambda: ops
             return BLOCKED
         cta = launch.cta
-        observe(cta, w, ops, cta.vc[w.idx, w.idx])
+        clock = cta.vc[w.idx, w.idx]
+        observe(cta, w, ops, clock)
+        for op in ops:
+            launch.gshadow.end(op.id, w.idx, clock)
         k = len(w.async_groups) - n
         if k > 0:
             del w.async_groups[:k]
@@ -142,6 +146,7 @@ class AsyncArrive:
     vc: np.ndarray
     clock: int
     ins: object
+    reads: tuple = ()       # copies of this warp whose global reads are in flight: the barrier's waiters see them
 
 
 def compile_cp_async_arrive(ins, cc):
@@ -163,8 +168,9 @@ def compile_cp_async_arrive(ins, cc):
         if not noinc:
             mb.pending += act.size
         ops = tuple(op.id for op in cta.ops.values() if op.warp == w.idx and not op.done)
+        reads = tuple(i for i, f in launch.gshadow.flights.items() if f.warp == w.idx and f.what == "cp.async")
         arr = AsyncArrive(w.idx, int(a[0]), int(act.size), ops, cta.vc[w.idx].copy(),
-                          int(cta.vc[w.idx, w.idx]), ins)
+                          int(cta.vc[w.idx, w.idx]), ins, reads)
         cta.release(w)
         cta.async_arrives.append(arr)
         cta.fire_arrives()

@@ -56,6 +56,7 @@ class BulkOp:
         sm = cta.shared
         fill = 0 if self.fill is None else self.fill
         data = np.where(self.src >= 0, self.view[np.maximum(self.src, 0)] if self.view.size else 0, fill)
+        cta.launch.gshadow.end(self.id, self.warp, self.clock)   # the complete-tx orders it for the waiters
         mine = sm.owner[self.dst] == self.id
         d = self.dst[mine]
         sm.data[d] = data[mine].astype(np.uint8)
@@ -121,7 +122,7 @@ def compile_bulk(ins, cc):
                 if tm is None:
                     raise EmulationError(f"cp.async.bulk.tensor with an address that is no tensor-map parameter "
                                          f"at PTX line {ins.line}")
-                view = launch.buffer_view(tm.buffer[0])
+                k, view = launch.buffer_of(tm.buffer[0])
                 s, doff = _tile_bytes(tm, [int(c(w)[lane]) for c in coords])
                 if (s >= view.size).any():
                     cta.finding(F.BadAccess, w, ins, w.m, "a TMA load reads past the end of its tensor map's buffer "
@@ -136,18 +137,21 @@ def compile_bulk(ins, cc):
                     cta.finding(F.BadAccess, w, ins, w.m, f"cp.async.bulk of {n} bytes: size and addresses must be "
                                 "multiples of 16", address=d0)
                     continue
-                view, off = launch.gmem.find(np.array([sa], np.uint64), n)
+                k, view, off = launch.gmem.locate(np.array([sa], np.uint64), n)
                 if view is None:
                     cta.finding(F.BadAccess, w, ins, w.m, "cp.async.bulk source outside every buffer", address=off)
                     continue
                 s = int(off[0]) + np.arange(n)
                 dbytes = d0 + np.arange(n)
                 fill = None
-            _issue(cta, w, ins, np.asarray(dbytes, np.int64), view, np.asarray(s, np.int64), b0, fill)
+            _issue(cta, w, ins, np.asarray(dbytes, np.int64), view, np.asarray(s, np.int64), b0, fill,
+                   (k, lane, "TMA load" if tensor else "bulk copy"))
     return run
 
 
-def _issue(cta, w, ins, dbytes, view, src, bar, fill=None):
+def _issue(cta, w, ins, dbytes, view, src, bar, fill, source):
+    """Issue a copy of global bytes ``src`` of ``view`` (-1: fill) to shared ``dbytes``; ``source``: (buffer
+    index, issuing lane, what) for the global race shadow."""
     sm = cta.shared
     if (dbytes < 0).any() or (dbytes >= sm.size).any():
         cta.finding(F.BadAccess, w, ins, w.m, "bulk copy destination outside shared memory", address=int(dbytes[0]))
@@ -157,6 +161,10 @@ def _issue(cta, w, ins, dbytes, view, src, bar, fill=None):
     _check_write(cta, w, ins, np.nonzero(lanes)[0], dbytes, 1)
     op = BulkOp(cta.next_op, w.idx, dbytes, view, src, bar, cta.vc[w.idx].copy(), int(cta.vc[w.idx, w.idx]),
                 ins.line, ins, fill)
+    k, lane, what = source
+    g = src[src >= 0]
+    cta.launch.gshadow.begin(cta, w, ins, op.id, k, np.array([lane]), g[None, :], False, what,
+                             "the mbarrier complete-tx that completes it")
     cta.next_op += 1
     cta.ops[op.id] = op
     sm.owner[dbytes] = op.id

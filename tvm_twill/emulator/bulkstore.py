@@ -86,14 +86,20 @@ def compile_bulk_group(ins, cc):
             raise EmulationError(f"unsupported form {ins.opcode} (an immediate group count) at PTX line {ins.line}")
         n = ins.operands[0].value
 
+        read = p[4:] == ["read"]
+
         def wait(w):
             _, groups = _groups(w)
             k = max(len(groups) - n, 0)
+            cta = launch.cta
             for g in groups[:k]:
                 for op in g:
-                    launch.cta.complete(op)
-                    op.close(launch.cta)
-            del groups[:k]
+                    cta.complete(op)
+                    op.close(cta)
+                    if not read:
+                        launch.gshadow.end(op.id, w.idx, cta.vc[w.idx, w.idx])
+            if not read:            # .read leaves the groups: their global writes may still be in flight
+                del groups[:k]
         return wait
     if "global" not in p or "shared::cta" not in p or p.index("global") > p.index("shared::cta"):
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
@@ -123,7 +129,7 @@ def _compile_store(ins, cc, tensor):
                 if tm.interleave != 0:
                     raise EmulationError(f"tensor store with interleave {tm.interleave} at PTX line {ins.line}: "
                                          "only tile mode without interleave is modelled")
-                view = launch.buffer_view(tm.buffer[0])
+                k, view = launch.buffer_of(tm.buffer[0])
                 esz = DTYPES[tm.dtype][0]
                 off, inside = box_elements(tm, [int(c(w)[lane]) for c in coords])
                 g = ((off + tm.buffer[1])[:, None] + np.arange(esz)).reshape(-1)
@@ -139,18 +145,20 @@ def _compile_store(ins, cc, tensor):
                     cta.finding(F.BadAccess, w, ins, w.m, f"cp.async.bulk of {n} bytes: size and addresses must be "
                                 "multiples of 16", address=s0)
                     continue
-                view, goff = launch.gmem.find(np.array([d0], np.uint64), n)
+                k, view, goff = launch.gmem.locate(np.array([d0], np.uint64), n)
                 if view is None:
                     cta.finding(F.BadAccess, w, ins, w.m, "cp.async.bulk destination outside every buffer",
                                 address=goff)
                     continue
                 g = int(goff[0]) + np.arange(n, dtype=np.int64)
                 sbytes = s0 + np.arange(n, dtype=np.int64)
-            _issue(cta, w, ins, np.asarray(sbytes, np.int64), view, g)
+            _issue(cta, w, ins, np.asarray(sbytes, np.int64), view, g, (k, lane, "TMA store" if tensor else "bulk store"))
     return run
 
 
-def _issue(cta, w, ins, sbytes, view, gbytes):
+def _issue(cta, w, ins, sbytes, view, gbytes, target):
+    """Issue a store of shared ``sbytes`` to global bytes ``gbytes`` of ``view`` (-1: skipped); ``target``:
+    (buffer index, issuing lane, what) for the global race shadow."""
     from .wgmma import _unfenced
     sm = cta.shared
     if (sbytes < 0).any() or (sbytes >= sm.size).any():
@@ -173,6 +181,10 @@ def _issue(cta, w, ins, sbytes, view, gbytes):
     sm.note_read(sbytes, w.idx, vcw[w.idx], ins.line)
     np.add.at(sm.async_readers, sbytes, 1)
     op = StoreOp(cta.next_op, w.idx, sbytes, view, gbytes, ins.line, ins)
+    k, lane, what = target
+    g = gbytes[gbytes >= 0]
+    cta.launch.gshadow.begin(cta, w, ins, op.id, k, np.array([lane]), g[None, :], True, what,
+                             "the issuer's cp.async.bulk.wait_group (not .read) covering it")
     cta.next_op += 1
     cta.ops[op.id] = op
     _groups(w)[0].append(op)

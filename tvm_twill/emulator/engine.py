@@ -197,6 +197,7 @@ def run_cta(cta: CTA) -> int:
                                      "pass a smaller problem or raise Policy.max_instructions")
     for op in list(cta.ops.values()):
         cta.complete(op)
+    cta.launch.gshadow.end_cta(cta)
     return cta.instructions
 
 

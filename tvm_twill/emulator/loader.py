@@ -99,10 +99,14 @@ class Prepared:
 
     def buffer_view(self, arg_index):
         """The bytes of argument ``arg_index`` (a tensor map's global tensor)."""
+        return self.buffer_of(arg_index)[1]
+
+    def buffer_of(self, arg_index):
+        """(global buffer index, bytes) of argument ``arg_index`` (a tensor map's global tensor)."""
         if arg_index not in self.buffers:
             raise EmulationError(f"argument {arg_index} is not an array; a tensor map needs one")
-        view, _ = self.gmem.find(np.array([self.buffers[arg_index]], np.uint64), 0)
-        return view
+        k, view, _ = self.gmem.locate(np.array([self.buffers[arg_index]], np.uint64), 0)
+        return k, view
 
     def _sreg(self, name, ins):
         base, _, comp = name.partition(".")

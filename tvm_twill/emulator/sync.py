@@ -82,6 +82,8 @@ def fire_async_arrive(cta, a):
     mb = cta.mbars.get(a.bar)
     ops = [cta.ops[i] for i in a.ops]
     observe(cta, cta.warps[a.warp], ops, a.clock)
+    for i in a.reads:
+        cta.launch.gshadow.end(i, a.warp, a.clock)
     if mb is None or not mb.valid:
         return
     mb.vc_cur = np.maximum(mb.vc_cur, a.vc)
