@@ -8,7 +8,8 @@ thread 0 initialise the mbarrier and every thread wait on it with no barrier in 
 reports that (``test_tvms_kernel_as_written_waits_on_an_mbarrier_before_its_init_is_visible``), so the
 copies here put a ``cta_sync`` after the init.  Then: partial boxes at the tensor's edges (zero and NaN
 fill on loads, skipped elements on stores), and the store's rules (proxy fence before the copy reads
-generic writes; no write to the source before ``cp.async.bulk.wait_group.read``).
+generic writes; no write to the source before ``cp.async.bulk.wait_group.read``; no read of what it
+wrote before ``cp.async.bulk.wait_group``, not ``.read``, and a barrier).
 """
 import math
 import shutil
@@ -216,9 +217,11 @@ def test_a_partial_box_on_the_edge_reads_zero_or_nan_outside(coords, oob_fill):
     assert np.isnan(out).any() == bool(oob_fill and np.isnan(want).any())
 
 
-def edge_store(coords, fence=True, overwrite=False, read_wait=True):
+def edge_store(coords, fence=True, overwrite=False, read_wait=True, read_back=None):
     """Every thread writes one element of a 16 x 8 shared box (ordinary stores), then fence.proxy.async and
-    a barrier; thread 0 stores the box at ``coords`` through a tensor map and waits for the read."""
+    a barrier; thread 0 stores the box at ``coords`` through a tensor map and waits for the read.
+    ``read_back`` ("sync" / "no sync"): then thread 32 copies B[c1, c0] to the last element of B, after a
+    barrier or not."""
     args = [COLS, ROWS, COLS * 2, BOX_C, BOX_R, 1, 1, 0, 0, 0, 0]
     c0, c1 = coords
     wait = "cp.async.bulk.wait_group.read" if read_wait else "cp.async.bulk.wait_group"
@@ -242,6 +245,10 @@ def edge_store(coords, fence=True, overwrite=False, read_wait=True):
                     if overwrite:
                         S[0, 0] = T.float16(-1)
                     T.ptx[wait](0)
+                if read_back == "sync":
+                    T.cuda.cta_sync()
+                if read_back is not None and tx == 32:
+                    B[ROWS - 1, COLS - 1] = B[c1, c0]
     return _build(main)
 
 
@@ -270,6 +277,27 @@ def test_writing_the_source_before_the_bulk_wait_is_reported(read_wait):
     bad = [x for x in report.findings if isinstance(x, F.InFlightOverwrite)]
     assert bad and "bulk store" in bad[0].message, str(report)
     assert b[0, 0] == -1                          # latest legal completion: the store reads the new value
+
+
+def test_reading_a_tensor_store_back_needs_the_full_wait_and_a_barrier():
+    """The store writes global memory until the issuer's cp.async.bulk.wait_group (not .read) returns; another
+    warp may read it only after that wait and a barrier."""
+    want_read = f"B_ptr[{ROWS * COLS - 1}] = B_ptr[0];"
+    for read_wait, sync in ((True, True), (False, False), (False, True)):
+        f = edge_store((0, 0), read_wait=read_wait, read_back="sync" if sync else "no sync")
+        b = np.zeros((ROWS, COLS), "float16")
+        report = E.run(f, b, interleavings=2)
+        if not read_wait and sync:
+            assert report.ok, str(report)
+            assert b[ROWS - 1, COLS - 1] == b[0, 0] == 1
+            continue
+        src = f.mod.imports[0].inspect_source().splitlines()
+        races = [x for x in report.findings if isinstance(x, F.DataRace)]
+        sides = [{(x.where.warp, src[x.where.cuda_line - 1].strip()), (x.other[0], src[x.other[2] - 1].strip())}
+                 for x in races]
+        store = next(t for t in src if "cp_async_bulk_tensor_s2g" in t and "(((void" in t).strip()
+        assert {(1, want_read), (0, store)} in sides, str(report)     # without the barrier either may come first
+        assert not sync or any("TMA store in flight" in x.message and x.where.warp == 1 for x in races), str(report)
 
 
 def test_the_host_encode_is_checked_and_takes_tvms_optional_force_cu_dtype():
