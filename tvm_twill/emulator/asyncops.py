@@ -7,7 +7,9 @@ another warp may still read it is a race).  The scheduler completes it later
 (``CTA.complete``), reading the source as it is then.  ``wait_group N``
 blocks until every group but the newest N is complete, then marks their bytes
 observed by the issuing warp.  Groups are kept per warp (the lanes of a warp
-commit and wait together in the code nvcc emits).
+commit and wait together in the code nvcc emits).  The global source is read
+in flight (``globalrace``) from issue to that wait, or to the firing of a
+``cp.async.mbarrier.arrive`` the warp issued after it.
 """
 from __future__ import annotations
 

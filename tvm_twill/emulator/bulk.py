@@ -8,7 +8,8 @@ completes as late as legal (when every warp is blocked and a waiter needs
 that barrier's phase), reading global memory then, and performs complete-tx
 of the bytes it wrote.  Its writes are async-proxy writes (wgmma may read
 them without a proxy fence) and become visible to the waiters of the phase
-it completes.
+it completes.  Its global reads are in flight on the race shadow
+(``globalrace``) from issue to that complete-tx.
 
 Tensor maps are the host's ``cuTensorMapEncodeTiled`` arguments
 (``tensormap.TensorMap``, a ``("tensormap", map)`` parameter, checked when the

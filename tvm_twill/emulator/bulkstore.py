@@ -16,6 +16,8 @@ happening before the issue is ``ProxyFenceMissing``) and enter a read window: an
 the covering wait is ``InFlightOverwrite``.  The copy completes (reads the source, writes global memory)
 as late as legal: at the covering ``wait_group`` (``.read`` included), at a random moment under
 ``Policy(completion="random")``, or when the CTA ends.  The window closes only at the covering wait.
+Its global writes are in flight on the race shadow (``globalrace``) from issue to the covering
+``wait_group`` without ``.read`` (or the CTA's end): a ``.read`` wait leaves its groups listed for that.
 A tensor store takes its box as a load does (``tensormap.box_elements``, swizzled) and skips elements
 outside the tensor; poisoned source bytes reaching global memory are a ``PoisonUse``.  Groups are kept
 per warp (the lanes of a warp commit and wait together in the code nvcc emits).
