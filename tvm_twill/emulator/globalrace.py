@@ -198,8 +198,9 @@ class GlobalShadow:
             else:
                 rc = s.rd_cta[loc]
                 s.rd_cta[loc] = np.where((rc == NONE) | (rc == fl.cta), fl.cta, MANY)
-                s.rd_clk[warp, loc] = clock
-                s.rd_line[warp, loc] = fl.line
+                later = s.rd_clk[warp, loc] <= clock      # keep a later read of that warp's own
+                s.rd_clk[warp, loc[later]] = clock
+                s.rd_line[warp, loc[later]] = fl.line
 
     def end_cta(self, cta):
         """A CTA ended: every copy it issued is complete; each access is recorded with its issuer's last clock."""
