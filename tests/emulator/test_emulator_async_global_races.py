@@ -232,3 +232,38 @@ def test_a_write_racing_a_cp_async_read_of_another_warp_is_found_until_the_issue
     assert f.where.warp == 1 and f.other[0] == 0 and f.other[3] == "read", str(f)
     report, _, _, _ = run(cp_async(wait_first=True))
     assert report.ok, str(report)
+
+
+def cp_async_arrive(warp1_waits):
+    """Warp 0 copies with cp.async and arrives on the mbarrier when its copies land (no wait_group); warp 1,
+    ordered after the issue by a barrier, writes the source after waiting on the mbarrier or not."""
+    return f"""
+    shl.b32 %r23, %r1, 4;
+    add.s32 %r24, %r20, %r23;
+    cvt.u64.u32 %rd5, %r23;
+    add.s64 %rd6, %rd1, %rd5;
+    sub.s32 %r25, %r1, 32;
+    mul.wide.u32 %rd8, %r25, 4;
+    add.s64 %rd7, %rd1, %rd8;
+    @%p1 bra $INITED;
+    mbarrier.init.shared.b64 [%r30], 32;
+$INITED:
+    bar.sync 0;
+    @%p3 bra $ISSUED;
+    {CP_ASYNC}
+    cp.async.mbarrier.arrive.noinc.shared.b64 [%r30];
+$ISSUED:
+    bar.sync 0;
+    @!%p3 bra $DONE;
+{WAIT.format(n=1) if warp1_waits else ""}
+    {WRITE_SRC}
+$DONE:
+"""
+
+
+def test_a_cp_async_read_is_ordered_for_the_waiters_of_its_mbarrier_arrive():
+    report, src, _, _ = run(cp_async_arrive(warp1_waits=False))
+    f = assert_race(report, src, WRITE_SRC, CP_ASYNC, cta=(0, 0, 0))
+    assert "cp.async in flight" in f.message, f.message
+    report, _, _, _ = run(cp_async_arrive(warp1_waits=True))
+    assert report.ok, str(report)

@@ -81,7 +81,8 @@ def compile_cp_async(ins, cc):
         rd = ss > 0                     # the source is read from issue to the wait: in flight on the shadow
         if rd.any():
             launch.gshadow.begin(cta, w, ins, cta.next_op, k, act[rd], lane_bytes(off[rd], size), False, "cp.async",
-                                 "the issuer's cp.async.wait_group covering it")
+                                 "the issuer's cp.async.wait_group covering it (or the "
+                                 "firing of its cp.async.mbarrier.arrive)")
         idx = lane_bytes(d, size)
         flat = idx.reshape(-1)
         _check_write(cta, w, ins, act, flat, size)
