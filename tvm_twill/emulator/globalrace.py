@@ -179,7 +179,7 @@ class GlobalShadow:
             if s.fl_rd is None:
                 s.fl_rd = np.zeros(1 << SHIFT, np.int32)
                 s.fl_wr = np.zeros(1 << SHIFT, np.int32)
-            np.add.at(s.fl_wr if write else s.fl_rd, loc, 1)
+            (s.fl_wr if write else s.fl_rd)[loc] += 1         # once per byte, however many lanes read it
             s.nfl += 1
             fl.parts.append((key, s, loc))
         self.flights[op_id] = fl
@@ -191,16 +191,18 @@ class GlobalShadow:
         if fl is None:
             return
         for _, s, loc in fl.parts:
-            np.subtract.at(s.fl_wr if fl.write else s.fl_rd, loc, 1)
+            (s.fl_wr if fl.write else s.fl_rd)[loc] -= 1
             s.nfl -= 1
             if fl.write:
                 self._note_write(s, loc, fl.cta, warp, clock, fl.line, s.rd_cta[loc])
             else:
                 rc = s.rd_cta[loc]
-                s.rd_cta[loc] = np.where((rc == NONE) | (rc == fl.cta), fl.cta, MANY)
+                if not (rc == fl.cta).all():
+                    s.rd_cta[loc] = np.where((rc == NONE) | (rc == fl.cta), fl.cta, MANY)
                 later = s.rd_clk[warp, loc] <= clock      # keep a later read of that warp's own
-                s.rd_clk[warp, loc[later]] = clock
-                s.rd_line[warp, loc[later]] = fl.line
+                at = loc if later.all() else loc[later]
+                s.rd_clk[warp, at] = clock
+                s.rd_line[warp, at] = fl.line
 
     def end_cta(self, cta):
         """A CTA ended: every copy it issued is complete; each access is recorded with its issuer's last clock."""
