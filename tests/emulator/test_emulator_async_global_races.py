@@ -267,3 +267,32 @@ def test_a_cp_async_read_is_ordered_for_the_waiters_of_its_mbarrier_arrive():
     assert "cp.async in flight" in f.message, f.message
     report, _, _, _ = run(cp_async_arrive(warp1_waits=True))
     assert report.ok, str(report)
+
+
+LOAD_BACK = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r26], [%rd11, {%r32, %r33}], " \
+            "[%r30];"
+
+
+def test_a_tma_load_of_a_tile_a_tma_store_may_still_be_writing_is_a_race_between_the_two_copies():
+    body = """
+    @%p1 bra $INITED;
+    mbarrier.init.shared.b64 [%r30], 1;
+$INITED:
+""" + FILL + f"""
+    add.s32 %r26, %r20, 256;
+    @%p1 bra $DONE;
+    {TMA_STORE}
+    cp.async.bulk.commit_group;
+    cp.async.bulk.wait_group{{read}} 0;
+    mbarrier.arrive.expect_tx.shared.b64 _, [%r30], 256;
+    {LOAD_BACK}
+{WAIT.format(n=0)}
+    ld.shared.u32 %r10, [%r26+12];
+    st.global.u32 [%rd2], %r10;
+$DONE:
+"""
+    report, src, _, _ = run(body.replace("{read}", ".read"))
+    f = assert_race(report, src, LOAD_BACK, TMA_STORE, cta=(0, 0, 0))
+    assert "TMA store in flight" in f.message and f.where.warp == f.other[0] == 0, f.message
+    report, _, _, out = run(body.replace("{read}", ""))
+    assert report.ok and out[0] == 3, str(report)
