@@ -196,7 +196,9 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       threads=an.threads_per_block,
                       grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
                       local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node),
-                      refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None)
+                      refusal=barrier_refusal([c for c, _ in entries], ref.name,
+                                              None if it.symbolic is None else (low.node.min, low.node.extent),
+                                              low_func.body)
                       or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
 
 

@@ -35,11 +35,16 @@ through on its own:
   keeps each use after its iteration's binding and before the next
   iteration's one.
 
-Planning is refused, with the reason (``Extraction.refusal``), where TVM
-0.27 cannot compile any multi-stage pipeline of the loop: an explicit
-barrier with a symbolic trip count (``barrier_refusal``: every kernel of
-``tvm.relax.frontend.nn.llm`` is in this case), a buffer the loop owns that
-only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
+An explicit barrier with a symbolic trip count sits, once pipelined, under
+the guards TVM puts on each iteration's statements; ``tvm_twill_swp``
+compiles it when the trip count is block-uniform (``frontend.uniform``: the
+sequence prefill's ``ceildiv(kv_len, 32)``), and the loop's copies stay
+synchronous (``BARRIER_COPY``), so each barrier orders completed copies.
+Planning is refused, with the reason (``Extraction.refusal``), where no
+multi-stage pipeline of the loop compiles correctly: an explicit barrier
+with a trip count read from memory (``barrier_refusal``: the paged and
+ragged prefill's chunk length), a buffer the loop owns that only opaque
+blocks touch (``hidden_alloc_refusal``).  Extraction itself
 refuses (UnsupportedLoopError, naming the statement): control flow
 that is a statement of the loop body itself, and loops of unknown length or
 early exits (``While``, ``Break``, ``Continue``, ``Return``) inside a
@@ -50,6 +55,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedLoopError
 from .ir import s_tir, tirx, tvm, tvm_ffi, walk_all
+from .uniform import is_uniform
 
 __all__ = ["BARRIER_COPY", "SYNC", "UNBOUNDED_FLOW", "barrier_refusal", "bound_var", "check_statement_flow",
            "filled_view", "hidden_alloc_refusal", "hidden_buffers", "inlined_lets", "is_storage_sync", "let_name",
@@ -194,21 +200,26 @@ def pseudo_accesses(children, memory_names, inlined=frozenset()) -> list[tuple[t
     return out
 
 
-def barrier_refusal(children, name: str, symbolic: bool) -> str | None:
-    """Why TVM 0.27 cannot compile a multi-stage pipeline of this loop, or None.
+def barrier_refusal(children, name: str, bounds, func_body) -> str | None:
+    """Why no multi-stage pipeline of this loop compiles with its barriers kept correct, or None.
 
-    With a symbolic trip count InjectSoftwarePipeline guards every statement of the prologue, the body and
-    the epilogue with its iteration's bound (``T.where``, an ``if`` once lowered); an explicit barrier then
-    sits under a guard, and TVM's ThreadSync refuses to place the barriers the loop needs there ("Cannot
-    insert syncs inside condition").  The graph is still extracted; planning such a loop is refused."""
-    if not symbolic:
+    ``bounds``: the loop's min and extent when the trip count is symbolic, else None; ``func_body``: the
+    lowered function the loop is in.  With a symbolic trip count InjectSoftwarePipeline guards every statement
+    of the prologue, the body and the epilogue with its iteration's bound, an explicit barrier included.
+    ``tvm_twill_swp`` (``plan.tir_pipeline``) lets TVM's ThreadSync place barriers under a guard that is the
+    same in every thread of the block (``uniform``: the bound reads no memory and no thread index); a bound
+    read from memory (a paged kernel's chunk length) cannot be shown uniform, a barrier some threads might
+    skip could deadlock the block, and ThreadSync refuses it: planning such a loop is refused."""
+    if bounds is None:
         return None
     i = next((i for i, c in enumerate(children) if is_storage_sync(c)), None)
-    if i is None:
+    if i is None or is_uniform(bounds, func_body):
         return None
-    return (f"loop '{name}': statement {i} is an explicit barrier (tvm_storage_sync) and the trip count is symbolic: "
-            "TVM 0.27 guards each pipelined statement with its iteration's bound, and its ThreadSync pass then "
-            "refuses the barriers under those guards ('Cannot insert syncs inside condition'); left as written")
+    extent = " ".join(str(bounds[-1]).split())
+    return (f"loop '{name}': statement {i} is an explicit barrier (tvm_storage_sync) and the trip count '{extent}' "
+            "reads memory or a thread index: the guards of the pipelined barriers cannot be shown the same in every "
+            "thread of the block, so TVM's ThreadSync refuses them ('Cannot insert syncs inside condition'); "
+            "left as written")
 
 
 def hidden_alloc_refusal(names, loop: str) -> str | None:
