@@ -10,7 +10,7 @@ had one.  Instances are named by their blocks' names (the k-th statement of that
 k-th one of the original: its shared accesses must match).  Only explicit ``tvm_storage_sync`` barriers
 count (TVM's ThreadSync, which adds its own, runs later); buffers are compared by name (conservative).
 """
-from tvm_twill.frontend.ir import children, eval_int, s_tir, scope_of, tirx, tvm, tvm_ffi
+from tvm_twill.frontend.ir import branches, children, eval_int, s_tir, scope_of, tirx, tvm, tvm_ffi
 from tvm_twill.frontend.loops import pipeline_children
 
 
@@ -47,7 +47,7 @@ def _facts(stmt):
 def _find_loop(stmt, name):
     if isinstance(stmt, tirx.For) and stmt.loop_var.name == name:
         return stmt
-    return next((f for c in children(stmt) for f in [_find_loop(c, name)] if f is not None), None)
+    return next((f for c in branches(stmt) for f in [_find_loop(c, name)] if f is not None), None)
 
 
 def _original(mod, loop, n):
@@ -64,18 +64,18 @@ def _emitted(mod, loop, extent, env):
         """The iteration a guard ``... and X < extent`` names, or None when ``pred`` is no such guard."""
         lts = []
         tvm_ffi.structural_walk(pred, [(tirx.LT, lts.append)])
-        x = [lt.a for lt in lts if tvm_ffi.structural_equal(lt.b, extent)]
+        x = [lt.a for lt in lts if tvm_ffi.structural_equal(lt.b, extent, map_free_vars=True)]
         return x[-1] if x else None
 
     def visit(stmt):
         if isinstance(stmt, s_tir.SBlockRealize) and not stmt.block.name_hint:
             x = iteration(stmt.predicate)
             if x is not None:
-                if eval_int(stmt.predicate, env):
-                    out.append((_facts(stmt.block.body), eval_int(x, env)))
+                if _bind(stmt.predicate, env):
+                    out.append((_facts(stmt.block.body), _bind(x, env)))
                 return
         if isinstance(stmt, tirx.For) and stmt.loop_var.name == loop:
-            for v in range(eval_int(stmt.extent, env)):
+            for v in range(_bind(stmt.extent, env)):
                 env.append((stmt.loop_var, v))
                 visit(stmt.body)
                 env.pop()
@@ -88,17 +88,17 @@ def _emitted(mod, loop, extent, env):
 
 
 def _pipeline_region(body, loop):
-    """The smallest statement holding ``loop`` with more than one child: the prologue, the loop, the epilogue."""
-    node = body
-    while True:
-        inner = [c for c in children(node) if _contains(c, loop)]
-        if len(children(node)) > 1 or not inner:
-            return node
-        node = inner[0]
+    """The nearest sequence of statements holding ``loop``: the prologue, the loop, the epilogue."""
+    def path(node):
+        if node.same_as(loop):
+            return [node]
+        for c in branches(node):
+            p = path(c)
+            if p:
+                return [node, *p]
+        return []
 
-
-def _contains(stmt, loop) -> bool:
-    return stmt.same_as(loop) or any(_contains(c, loop) for c in children(stmt))
+    return next(n for n in reversed(path(body)) if isinstance(n, tirx.SeqStmt))
 
 
 def _named(seq):
@@ -115,6 +115,18 @@ def _named(seq):
     return out
 
 
+def _bind(expr, env):
+    """``expr`` with each (variable or buffer name, int) of ``env`` put in: a buffer name stands for its loads."""
+    names = {k: v for k, v in env if isinstance(k, str)}
+
+    def load(ld):
+        return tirx.const(names[ld.source.name], ld.ty.dtype) if ld.source.name in names else ld
+
+    if names:
+        expr = tvm_ffi.structural_map(expr, [(tvm.ir.expr.TensorLoad, load)])
+    return eval_int(expr, [(k, v) for k, v in env if not isinstance(k, str)])
+
+
 def named_var(func, name):
     """The variable of ``func`` named ``name`` (a shape variable such as the sequence length)."""
     found = []
@@ -123,8 +135,9 @@ def named_var(func, name):
 
 
 def trip_count(mod, loop, extent_var, length) -> int:
-    """The loop's trip count when ``extent_var`` (the sequence length) is ``length``."""
-    return eval_int(_find_loop(mod["main"].body, loop).extent, [(extent_var, length)])
+    """The loop's trip count when ``extent_var`` (the sequence length: a variable, or the name of a buffer
+    whose loads give it) is ``length``."""
+    return _bind(_find_loop(mod["main"].body, loop).extent, [(extent_var, length)])
 
 
 def barrier_violations(original, pipelined, loop, extent_var, lengths):

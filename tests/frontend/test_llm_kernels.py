@@ -6,14 +6,12 @@ Those kernels keep their own structure: opaque blocks with empty read/write regi
 * every KV loop TVM ships (sequence prefill, paged prefill, ragged prefill, tree attention, decode) is
   extracted: the loads feed the GEMMs through dependences derived from the opaque blocks' bodies, every
   barrier keeps its place among the shared-memory statements, guarded copies are copies;
-* the sequence prefill, whose trip count ``ceildiv(kv_len, 32)`` is block-uniform, is pipelined: TVM's default
-  pipeline cannot compile the plan (a barrier under the prologue's guard), ``plan.tir_pipeline`` (tvm_twill_swp)
-  can, its copies stay synchronous, and on the TIR TVM emits every explicit barrier still separates the
-  shared-memory accesses it separated, for trip counts 0, 1, 2, the stage count and a ragged length (a plan
-  that moves the S GEMM above the barrier publishing K is caught);
-* the others read their trip count from memory (``kv_chunk_len[0]``): planning them is refused with the
-  reason, and the refusal is needed: a legal plan of the paged-prefill loop does not compile even with
-  tvm_twill_swp;
+* their trip counts are block-uniform (``ceildiv(kv_len, 32)``; ``ceildiv(kv_chunk_len[0], 32)``, an indptr
+  difference every thread stores alike): none is refused.  The sequence, paged and ragged prefill are
+  pipelined: TVM's default pipeline cannot compile the plans (a barrier under the prologue's guard),
+  ``plan.tir_pipeline`` (tvm_twill_swp) can, the copies stay synchronous, and on the TIR TVM emits every
+  explicit barrier still separates the shared-memory accesses it separated, for trip counts 0, 1, 2, the
+  stage count and a ragged length (a plan that moves the S GEMM above the barrier publishing K is caught);
 * small kernels written in the same style run on the CPU (llvm): a two-stage plan computes what the loop
   does for ragged lengths, the annotation a hidden (unversioned) buffer forbids computes something else, and
   a loop that owns a buffer TVM cannot see is refused (TVM's pass fails on it).
@@ -35,15 +33,9 @@ from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda, inject_pipeline  # noqa: E402
 from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
-from tvm_twill.solvers import solve  # noqa: E402
-from tvm_twill.transforms import annotation_from_schedule, apply_annotation, legality_violations  # noqa: E402
-from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, register_swp_pipeline  # noqa: E402
-
-register_swp_pipeline()
+from tvm_twill.transforms import apply_annotation, legality_violations  # noqa: E402
 
 LLM = "tvm.relax.frontend.nn.llm"
-BARRIER = ("explicit barrier \\(tvm_storage_sync\\) and the trip count '\\(kv_chunk_len\\[0\\] \\+ 31\\) // 32' reads "
-           "memory or a thread index")
 
 
 def _kernel(kind):
@@ -98,43 +90,49 @@ def test_every_tvm_kv_loop_is_extracted_with_its_barriers_and_derived_dependence
             if "sync:tvm_storage_sync" in s.reads:
                 a, b = (s.name, sync) if j < i else (sync, s.name)
                 assert (a, b, 0) in edges and (b, a, 1) in edges, (sync, s.name)
-    if kind == "sequence_prefill":  # ceildiv(kv_len, 32): the same in every thread, planned
-        assert ex.refusal is None
-    else:  # a trip count read from memory: refused with the reason
-        with pytest.raises(UnsupportedLoopError, match=BARRIER):
-            auto_pipeline(sch, "iterator", "sm_80", apply=False)
+    # the trip count (ceildiv(kv_len, 32), or ceildiv(kv_chunk_len[0], 32): an indptr difference every thread
+    # of the block stores alike) is block-uniform: planning is not refused
+    assert ex.refusal is None
+
+
+#: kind -> what gives the KV loop's trip count: a shape variable or a local buffer's loads
+LENGTH = {"sequence_prefill": "kv_len", "paged_prefill": "kv_chunk_len", "ragged_prefill": "kv_chunk_len"}
 
 
 @functools.cache
-def _planned_prefill():
-    sch = _kernel("sequence_prefill")
+def _planned(kind):
+    sch = _kernel(kind)
     source = sch.mod
     plan = auto_pipeline(sch, "iterator", "sm_80", time_limit=60, quiet=True)
     return source, sch, plan
 
 
-def test_the_planned_sequence_prefill_compiles_with_tvm_twill_swp_and_not_with_tvm_default():
-    _, sch, plan = _planned_prefill()
+@pytest.mark.parametrize("kind", sorted(LENGTH))
+def test_the_planned_prefill_compiles_with_tvm_twill_swp_and_not_with_tvm_default(kind):
+    _, sch, plan = _planned(kind)
     assert plan.applied and plan.annotation.num_stages > 1 and plan.tir_pipeline == "tvm_twill_swp"
     # a barrier does not order a cp.async's completion: the copies of a loop with barriers stay synchronous
-    assert plan.annotation.async_stages == () and plan.sync_copies
+    assert plan.annotation.async_stages == ()
     with pytest.raises(Exception, match="Cannot insert syncs inside condition"):
         compile_cuda(sch, "sm_80")  # TVM's default pipeline: a barrier under the prologue's guard
     _, src = compile_cuda(sch, "sm_80", tir_pipeline=plan.tir_pipeline)
     assert "__syncthreads" in src and "cp.async" not in src
 
 
-def test_every_barrier_still_separates_what_it_separated_in_the_emitted_tir():
-    source, sch, plan = _planned_prefill()
+@pytest.mark.parametrize("kind", sorted(LENGTH))
+def test_every_barrier_still_separates_what_it_separated_in_the_emitted_tir(kind):
+    source, sch, plan = _planned(kind)
     tgt = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
     with tgt:
         original, pipelined = inject_pipeline(source), inject_pipeline(sch.mod)
-    kv = named_var(source["main"], "kv_len")
+    n = LENGTH[kind] if LENGTH[kind] != "kv_len" else named_var(source["main"], "kv_len")
     stages = plan.annotation.num_stages
     lengths = (0, 32, 64, 32 * stages, 32 * stages + 32 + 5)  # trip counts 0, 1, 2, the stage count, ragged
-    trips = [trip_count(original, "iterator", kv, n) for n in lengths]
+    trips = [trip_count(original, "iterator", n, x) for x in lengths]
     assert trips[:4] == [0, 1, 2, stages] and trips[4] == stages + 2
-    assert barrier_violations(original, pipelined, "iterator", kv, lengths) == []
+    assert barrier_violations(original, pipelined, "iterator", n, lengths) == []
+    if kind != "sequence_prefill":
+        return
     # the checker sees a wrong order: the S GEMM moved above the barrier that publishes K
     names = [s.name for s in plan.extraction.stmts]
     first = ["let_L_kv_start", "let_L_kv_base", "K_load", "S_gemm_init", "S_gemm_update"]
@@ -143,25 +141,8 @@ def test_every_barrier_still_separates_what_it_separated_in_the_emitted_tir():
     work = tvm.s_tir.Schedule(source)
     apply_annotation(work, resolve_loop(work, "iterator").rv, wrong)
     with tgt:
-        bad = barrier_violations(original, inject_pipeline(work.mod), "iterator", kv, lengths)
+        bad = barrier_violations(original, inject_pipeline(work.mod), "iterator", n, lengths)
     assert "n=1: no barrier left between (('K_load',), 0, 0) and (('S_gemm_update',), 0, 0)" in bad
-
-
-def test_the_refusal_is_needed_a_legal_plan_of_the_paged_prefill_does_not_compile():
-    sch = _kernel("paged_prefill")
-    ex = extract_loop(sch, "iterator", "sm_80")
-    assert "statement 2 is an explicit barrier" in ex.refusal
-    sched = solve(ex.graph, ex.graph.machine, time_limit=60)
-    ann = annotation_from_schedule(sched, ex.graph, [s.async_capable for s in ex.stmts])
-    assert ann.num_stages > 1 and legality_violations(ann, ex.graph) == []
-    work = tvm.s_tir.Schedule(sch.mod)
-    apply_annotation(work, resolve_loop(work, "iterator").rv, ann)
-    with tvm.target.Target({"kind": "cuda", "arch": "sm_80"}):
-        inject_pipeline(work.mod)  # TVM's pipeline pass accepts the plan
-    with pytest.raises(Exception, match="Cannot insert syncs inside condition"):
-        compile_cuda(work, "sm_80", tir_pipeline=SWP_PIPELINE)  # the guard reads kv_chunk_len[0]: not uniform
-    _, src = compile_cuda(sch, "sm_80")  # the loop as written compiles
-    assert "__syncthreads" in src
 
 
 # -- a small kernel in the same style, on the CPU -------------------------------------------------------

@@ -38,13 +38,13 @@ through on its own:
 An explicit barrier with a symbolic trip count sits, once pipelined, under
 the guards TVM puts on each iteration's statements; ``tvm_twill_swp``
 compiles it when the trip count is block-uniform (``frontend.uniform``: the
-sequence prefill's ``ceildiv(kv_len, 32)``), and the loop's copies stay
-synchronous (``BARRIER_COPY``), so each barrier orders completed copies.
-Planning is refused, with the reason (``Extraction.refusal``), where no
-multi-stage pipeline of the loop compiles correctly: an explicit barrier
-with a trip count read from memory (``barrier_refusal``: the paged and
-ragged prefill's chunk length), a buffer the loop owns that only opaque
-blocks touch (``hidden_alloc_refusal``).  Extraction itself
+sequence prefill's ``ceildiv(kv_len, 32)``, the paged and ragged prefill's
+``ceildiv(kv_chunk_len[0], 32)``), and the loop's copies stay synchronous
+(``BARRIER_COPY``), so each barrier orders completed copies.  Planning is
+refused, with the reason (``Extraction.refusal``), where no multi-stage
+pipeline of the loop is known to compile correctly: an explicit barrier with
+a trip count not shown uniform (``barrier_refusal``), a buffer the loop owns
+that only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
 refuses (UnsupportedLoopError, naming the statement): control flow
 that is a statement of the loop body itself, and loops of unknown length or
 early exits (``While``, ``Break``, ``Continue``, ``Return``) inside a
@@ -207,9 +207,11 @@ def barrier_refusal(children, name: str, bounds, func_body) -> str | None:
     lowered function the loop is in.  With a symbolic trip count InjectSoftwarePipeline guards every statement
     of the prologue, the body and the epilogue with its iteration's bound, an explicit barrier included.
     ``tvm_twill_swp`` (``plan.tir_pipeline``) lets TVM's ThreadSync place barriers under a guard that is the
-    same in every thread of the block (``uniform``: the bound reads no memory and no thread index); a bound
-    read from memory (a paged kernel's chunk length) cannot be shown uniform, a barrier some threads might
-    skip could deadlock the block, and ThreadSync refuses it: planning such a loop is refused."""
+    same in every thread of the block (``frontend.uniform``: the bound reads no thread index, and memory only
+    where every thread reads the same value: a read-only global, a local every thread stores alike, as TVM's
+    paged and ragged kernels compute their chunk length).  Where that cannot be shown, the pipeline's barriers
+    would rest on an unproven guard (a barrier some threads skip deadlocks the block) and ThreadSync may
+    refuse them: planning such a loop is refused."""
     if bounds is None:
         return None
     i = next((i for i, c in enumerate(children) if is_storage_sync(c)), None)
@@ -218,8 +220,8 @@ def barrier_refusal(children, name: str, bounds, func_body) -> str | None:
     extent = " ".join(str(bounds[-1]).split())
     return (f"loop '{name}': statement {i} is an explicit barrier (tvm_storage_sync) and the trip count '{extent}' "
             "reads memory or a thread index: the guards of the pipelined barriers cannot be shown the same in every "
-            "thread of the block, so TVM's ThreadSync refuses them ('Cannot insert syncs inside condition'); "
-            "left as written")
+            "thread of the block (TVM's ThreadSync refuses to place barriers under such a guard: 'Cannot insert "
+            "syncs inside condition'); left as written")
 
 
 def hidden_alloc_refusal(names, loop: str) -> str | None:

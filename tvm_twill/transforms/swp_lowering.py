@@ -22,9 +22,10 @@ loop counters), so ``uniform_guard_loops`` rewrites each such guard ``if c:
 S`` into ``for _ in range(c ? 1 : 0): S``: the same statements run, and
 ThreadSync may put the barrier inside, which every thread of the block then
 reaches or skips together.  A guard counts as uniform only when it reads no
-memory and no variable that depends on a thread index (a ``threadIdx``, or a
-let / loop variable computed from one or from memory: ``frontend.uniform``,
-the rule the front-end's barrier refusal uses too); any other ``if`` is
+memory other buffers may differ in and no variable that depends on a thread
+index (``frontend.uniform``, the rule the front-end's barrier refusal uses
+too: a read-only global buffer, or a local one every thread stores the same
+values to, is uniform); any other ``if`` is
 left as it was, so ThreadSync still refuses a barrier under it.  The pass
 runs right before ThreadSync; every other pass is TVM's own
 (``frontend.ir.stock_s_tir_passes``).
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 from ..frontend.ir import (splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
                            tvm_ffi)
-from ..frontend.uniform import reads_varying, varying_vars
+from ..frontend.uniform import uniformity, varying_vars
 
 __all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "register_swp_pipeline",
            "uniform_guard_loops", "uniform_guard_loops_pass", "varying_vars"]
@@ -96,10 +97,10 @@ def _touches_shared(stmt) -> bool:
 def uniform_guard_loops(func):
     """``func`` with every block-uniform ``if c: S`` (no else) around shared-memory statements rewritten as
     ``for _ in range(c ? 1 : 0): S`` (module docstring: why, and what counts as uniform)."""
-    varying = varying_vars(func.body)
+    u = uniformity(func.body)
 
     def fix(node):
-        if node.else_case is not None or reads_varying(node.condition, varying) or not _touches_shared(node.then_case):
+        if node.else_case is not None or not u.uniform(node.condition) or not _touches_shared(node.then_case):
             return node
         one, zero = tirx.const(1, "int32"), tirx.const(0, "int32")
         return tirx.For(tirx.Var("guard", "int32"), zero, tirx.Select(node.condition, one, zero),
