@@ -7,7 +7,10 @@ Those kernels keep their own structure: opaque blocks with empty read/write regi
   extracted: the loads feed the GEMMs through dependences derived from the opaque blocks' bodies, every
   barrier keeps its place among the shared-memory statements, guarded copies are copies;
 * their trip counts are block-uniform (``ceildiv(kv_len, 32)``; ``ceildiv(kv_chunk_len[0], 32)``, an indptr
-  difference every thread stores alike): none is refused.  The sequence, paged and ragged prefill are
+  difference every thread stores alike).  The ragged prefill, tree attention and decode bind a let TVM keeps
+  (the KV base read from ``kv_indptr``, a rescale factor): with a symbolic trip count TVM's pipeline guards
+  the binding alone, so they are refused, and the refusal is needed (a legal plan of the ragged prefill
+  gives CUDA nvcc rejects: the binding is used outside its guard).  The sequence and paged prefill are
   pipelined: TVM's default pipeline cannot compile the plans (a barrier under the prologue's guard),
   ``plan.tir_pipeline`` (tvm_twill_swp) can, the copies stay synchronous, and on the TIR TVM emits every
   explicit barrier still separates the shared-memory accesses it separated, for trip counts 0, 1, 2, the
@@ -18,6 +21,7 @@ Those kernels keep their own structure: opaque blocks with empty read/write regi
 """
 import functools
 import importlib
+import shutil
 
 import numpy as np
 import pytest
@@ -28,14 +32,23 @@ from barrier_order import barrier_violations, named_var, trip_count  # noqa: E40
 from tvm.script import tirx as T  # noqa: E402
 
 from tvm_twill.api import auto_pipeline  # noqa: E402
-from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
+from tvm_twill.emulator.launch import compile_ptx  # noqa: E402
+from tvm_twill.errors import ToolchainError, UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda, inject_pipeline  # noqa: E402
 from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
-from tvm_twill.transforms import apply_annotation, legality_violations  # noqa: E402
+from tvm_twill.solvers import solve  # noqa: E402
+from tvm_twill.transforms import annotation_from_schedule, apply_annotation, legality_violations  # noqa: E402
+from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, register_swp_pipeline  # noqa: E402
+
+register_swp_pipeline()
 
 LLM = "tvm.relax.frontend.nn.llm"
+#: kind -> the refusal of a kernel that binds a let TVM keeps (the KV base read from kv_indptr, a rescale factor)
+LET = {kind: f"statement {i} binds '{var}' \\(a let TVM does not substitute into its uses\\) and the trip count is "
+       "symbolic" for kind, i, var in [("ragged_prefill", 1, "L_kv_base"), ("tree_attention", 1, "L_kv_base"),
+                                       ("decode", 6, "o_scale")]}
 
 
 def _kernel(kind):
@@ -91,12 +104,16 @@ def test_every_tvm_kv_loop_is_extracted_with_its_barriers_and_derived_dependence
                 a, b = (s.name, sync) if j < i else (sync, s.name)
                 assert (a, b, 0) in edges and (b, a, 1) in edges, (sync, s.name)
     # the trip count (ceildiv(kv_len, 32), or ceildiv(kv_chunk_len[0], 32): an indptr difference every thread
-    # of the block stores alike) is block-uniform: planning is not refused
-    assert ex.refusal is None
+    # of the block stores alike) is block-uniform: no barrier refusal; a let TVM keeps is refused
+    if kind in LENGTH:
+        assert ex.refusal is None
+    else:
+        with pytest.raises(UnsupportedLoopError, match=LET[kind]):
+            auto_pipeline(sch, "iterator", "sm_80", apply=False)
 
 
 #: kind -> what gives the KV loop's trip count: a shape variable or a local buffer's loads
-LENGTH = {"sequence_prefill": "kv_len", "paged_prefill": "kv_chunk_len", "ragged_prefill": "kv_chunk_len"}
+LENGTH = {"sequence_prefill": "kv_len", "paged_prefill": "kv_chunk_len"}
 
 
 @functools.cache
@@ -143,6 +160,20 @@ def test_every_barrier_still_separates_what_it_separated_in_the_emitted_tir(kind
     with tgt:
         bad = barrier_violations(original, inject_pipeline(work.mod), "iterator", n, lengths)
     assert "n=1: no barrier left between (('K_load',), 0, 0) and (('S_gemm_update',), 0, 0)" in bad
+
+
+def test_the_let_refusal_is_needed_a_legal_plan_of_the_ragged_prefill_is_not_valid_cuda():
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    sch = _kernel("ragged_prefill")
+    ex = extract_loop(sch, "iterator", "sm_80")
+    sched = solve(ex.graph, ex.graph.machine, time_limit=60)
+    ann = annotation_from_schedule(sched, ex.graph, [s.async_capable for s in ex.stmts])
+    assert ann.num_stages > 1 and legality_violations(ann, ex.graph) == []
+    apply_annotation(sch, resolve_loop(sch, "iterator").rv, ann)
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=SWP_PIPELINE)  # TVM compiles it ...
+    with pytest.raises(ToolchainError, match='identifier "L_kv_base" is undefined'):
+        compile_ptx(src, "sm_80")  # ... to CUDA that uses the binding outside the guard it sits under
 
 
 # -- a small kernel in the same style, on the CPU -------------------------------------------------------

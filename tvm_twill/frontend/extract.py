@@ -55,7 +55,7 @@ from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement
 from .hazards import hazards as find_hazards
 from .ir import const_int, double_buffered, is_register, manifested_buffers, scope_of, tirx
 from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, check_statement_flow, filled_view, hidden_alloc_refusal,
-                     hidden_buffers, inlined_lets, is_storage_sync, pseudo_accesses)
+                     hidden_buffers, inlined_lets, is_storage_sync, let_refusal, pseudo_accesses)
 from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
                     resolve_loop)
 from .lowering import lower_to_pipeline
@@ -199,6 +199,8 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       refusal=barrier_refusal([c for c, _ in entries], ref.name,
                                               None if it.symbolic is None else (low.node.min, low.node.extent),
                                               low_func.body)
+                      or let_refusal([c for c, _ in entries], pipeline_children(low.node, ref.name), ref.name,
+                                     it.symbolic is not None)
                       or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
 
 

@@ -43,8 +43,9 @@ sequence prefill's ``ceildiv(kv_len, 32)``, the paged and ragged prefill's
 (``BARRIER_COPY``), so each barrier orders completed copies.  Planning is
 refused, with the reason (``Extraction.refusal``), where no multi-stage
 pipeline of the loop is known to compile correctly: an explicit barrier with
-a trip count not shown uniform (``barrier_refusal``), a buffer the loop owns
-that only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
+a trip count not shown uniform (``barrier_refusal``), a let-binding TVM
+does not substitute with a symbolic trip count (``let_refusal``), a buffer
+the loop owns that only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
 refuses (UnsupportedLoopError, naming the statement): control flow
 that is a statement of the loop body itself, and loops of unknown length or
 early exits (``While``, ``Break``, ``Continue``, ``Return``) inside a
@@ -59,7 +60,7 @@ from .uniform import is_uniform
 
 __all__ = ["BARRIER_COPY", "SYNC", "UNBOUNDED_FLOW", "barrier_refusal", "bound_var", "check_statement_flow",
            "filled_view", "hidden_alloc_refusal", "hidden_buffers", "inlined_lets", "is_storage_sync", "let_name",
-           "pseudo_accesses", "used_vars"]
+           "let_refusal", "pseudo_accesses", "used_vars"]
 
 #: Pseudo-buffer written by an explicit barrier and read by every statement touching shared or global memory.
 SYNC = "sync:tvm_storage_sync"
@@ -222,6 +223,27 @@ def barrier_refusal(children, name: str, bounds, func_body) -> str | None:
             "reads memory or a thread index: the guards of the pipelined barriers cannot be shown the same in every "
             "thread of the block (TVM's ThreadSync refuses to place barriers under such a guard: 'Cannot insert "
             "syncs inside condition'); left as written")
+
+
+def let_refusal(children, lowered, name: str, symbolic: bool) -> str | None:
+    """Why a pipeline of this loop would not compile to valid CUDA because of a let-binding, or None.
+
+    With a symbolic trip count InjectSoftwarePipeline puts each statement under its own guard, a ``Bind``
+    included: the bound variable is then in scope only inside that guard, and a statement using it under
+    another guard refers to an undefined variable (nvcc rejects the CUDA).  A binding TVM substitutes into its
+    uses (``inlined_lets``) is harmless; any other is refused (TVM's ragged prefill binds ``L_kv_base`` from
+    ``kv_indptr``)."""
+    if not symbolic or len(lowered) != len(children):
+        return None
+    inlined = inlined_lets(children, lowered)
+    i = next((i for i, c in enumerate(children) if bound_var(c) is not None and bound_var(c).name not in inlined),
+             None)
+    if i is None:
+        return None
+    var = bound_var(children[i]).name
+    return (f"loop '{name}': statement {i} binds '{var}' (a let TVM does not substitute into its uses) and the trip "
+            "count is symbolic: TVM's pipeline would guard the binding alone, leaving its uses in other guarded "
+            f"statements undefined; write '{var}' into its uses or bind it before the loop; left as written")
 
 
 def hidden_alloc_refusal(names, loop: str) -> str | None:
