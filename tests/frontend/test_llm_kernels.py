@@ -134,6 +134,8 @@ def test_the_planned_prefill_compiles_with_tvm_twill_swp_and_not_with_tvm_defaul
         compile_cuda(sch, "sm_80")  # TVM's default pipeline: a barrier under the prologue's guard
     _, src = compile_cuda(sch, "sm_80", tir_pipeline=plan.tir_pipeline)
     assert "__syncthreads" in src and "cp.async" not in src
+    if shutil.which("nvcc") is not None:
+        assert ".entry" in compile_ptx(src, "sm_80")  # valid CUDA (a let used outside its guard would not be)
 
 
 @pytest.mark.parametrize("kind", sorted(LENGTH))

@@ -105,7 +105,8 @@ class Extraction:
     local_regs: int = 0
     #: (name, scope, bytes) of every shared buffer of the loop's kernel (``loops.kernel_shared_buffers``)
     kernel_smem: tuple = ()
-    #: Why no multi-stage pipeline of this loop can be compiled by TVM (``opaque.barrier_refusal``), or None.
+    #: Why no multi-stage pipeline of this loop is known to compile correctly (``opaque``: ``barrier_refusal``,
+    #: ``let_refusal``, ``hidden_alloc_refusal``), or None.
     refusal: str | None = None
 
     @property
