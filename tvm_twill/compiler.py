@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .errors import InputError
 from .frontend import ASYNC_COPY_CONFIG, parse_target
-from .frontend.ir import children, const_int, tirx, tvm
+from .frontend.ir import branches, const_int, tirx, tvm
 from .transforms.ws_lowering import WS_PIPELINE, register_pipeline
 
 __all__ = ["build", "check_module_carries", "pass_config", "pass_context", "plan_tree"]
@@ -79,7 +79,7 @@ def _loop_annotations(mod) -> dict:
         if isinstance(stmt, tirx.For):
             found.setdefault(stmt.loop_var.name, []).append(
                 {str(k): value(v) for k, v in (stmt.annotations or {}).items()})
-        for c in children(stmt):
+        for c in branches(stmt):  # a loop under a guard too (TVM's tile-walk kernels nest their KV loop so)
             walk(c)
 
     for _, func in mod.functions_items():

@@ -6,32 +6,49 @@ Those kernels keep their own structure: opaque blocks with empty read/write regi
 * every KV loop TVM ships (sequence prefill, paged prefill, ragged prefill, tree attention, decode) is
   extracted: the loads feed the GEMMs through dependences derived from the opaque blocks' bodies, every
   barrier keeps its place among the shared-memory statements, guarded copies are copies;
-* planning them is refused with the reason (a barrier under TVM's symbolic-trip guards), and the refusal is
-  needed: a legal plan of the sequence-prefill loop passes InjectSoftwarePipeline, but TVM cannot compile it;
+* their trip counts are block-uniform (``ceildiv(kv_len, 32)``; ``ceildiv(kv_chunk_len[0], 32)``, an indptr
+  difference every thread stores alike).  The ragged prefill, tree attention and decode bind a let TVM keeps
+  (the KV base read from ``kv_indptr``, a rescale factor): with a symbolic trip count TVM's pipeline guards
+  the binding alone, so they are refused, and the refusal is needed (a legal plan of the ragged prefill
+  gives CUDA nvcc rejects: the binding is used outside its guard).  The sequence and paged prefill are
+  pipelined: TVM's default pipeline cannot compile the plans (a barrier under the prologue's guard),
+  ``plan.tir_pipeline`` (tvm_twill_swp) can, the copies stay synchronous, and on the TIR TVM emits every
+  explicit barrier still separates the shared-memory accesses it separated, for trip counts 0, 1, 2, the
+  stage count and a ragged length (a plan that moves the S GEMM above the barrier publishing K is caught);
 * small kernels written in the same style run on the CPU (llvm): a two-stage plan computes what the loop
   does for ragged lengths, the annotation a hidden (unversioned) buffer forbids computes something else, and
   a loop that owns a buffer TVM cannot see is refused (TVM's pass fails on it).
 """
+import functools
 import importlib
+import shutil
 
 import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
 import tvm  # noqa: E402
+from barrier_order import barrier_violations, named_var, trip_count  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
 from tvm_twill.api import auto_pipeline  # noqa: E402
-from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
+from tvm_twill.emulator.launch import compile_ptx  # noqa: E402
+from tvm_twill.errors import ToolchainError, UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda, inject_pipeline  # noqa: E402
 from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.solvers import solve  # noqa: E402
 from tvm_twill.transforms import annotation_from_schedule, apply_annotation, legality_violations  # noqa: E402
+from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, register_swp_pipeline  # noqa: E402
+
+register_swp_pipeline()
 
 LLM = "tvm.relax.frontend.nn.llm"
-BARRIER = "explicit barrier \\(tvm_storage_sync\\) and the trip count is symbolic"
+#: kind -> the refusal of a kernel that binds a let TVM keeps (the KV base read from kv_indptr, a rescale factor)
+LET = {kind: f"statement {i} binds '{var}' \\(a let TVM does not substitute into its uses\\) and the trip count is "
+       "symbolic" for kind, i, var in [("ragged_prefill", 1, "L_kv_base"), ("tree_attention", 1, "L_kv_base"),
+                                       ("decode", 6, "o_scale")]}
 
 
 def _kernel(kind):
@@ -86,26 +103,79 @@ def test_every_tvm_kv_loop_is_extracted_with_its_barriers_and_derived_dependence
             if "sync:tvm_storage_sync" in s.reads:
                 a, b = (s.name, sync) if j < i else (sync, s.name)
                 assert (a, b, 0) in edges and (b, a, 1) in edges, (sync, s.name)
-    # planning is refused with the reason
-    with pytest.raises(UnsupportedLoopError, match=BARRIER):
-        auto_pipeline(sch, "iterator", "sm_80", apply=False)
+    # the trip count (ceildiv(kv_len, 32), or ceildiv(kv_chunk_len[0], 32): an indptr difference every thread
+    # of the block stores alike) is block-uniform: no barrier refusal; a let TVM keeps is refused
+    if kind in LENGTH:
+        assert ex.refusal is None
+    else:
+        with pytest.raises(UnsupportedLoopError, match=LET[kind]):
+            auto_pipeline(sch, "iterator", "sm_80", apply=False)
 
 
-def test_the_refusal_is_needed_a_legal_plan_does_not_compile():
-    sch = _kernel("sequence_prefill")
+#: kind -> what gives the KV loop's trip count: a shape variable or a local buffer's loads
+LENGTH = {"sequence_prefill": "kv_len", "paged_prefill": "kv_chunk_len"}
+
+
+@functools.cache
+def _planned(kind):
+    sch = _kernel(kind)
+    source = sch.mod
+    plan = auto_pipeline(sch, "iterator", "sm_80", time_limit=60, quiet=True)
+    return source, sch, plan
+
+
+@pytest.mark.parametrize("kind", sorted(LENGTH))
+def test_the_planned_prefill_compiles_with_tvm_twill_swp_and_not_with_tvm_default(kind):
+    _, sch, plan = _planned(kind)
+    assert plan.applied and plan.annotation.num_stages > 1 and plan.tir_pipeline == "tvm_twill_swp"
+    # a barrier does not order a cp.async's completion: the copies of a loop with barriers stay synchronous
+    assert plan.annotation.async_stages == ()
+    with pytest.raises(Exception, match="Cannot insert syncs inside condition"):
+        compile_cuda(sch, "sm_80")  # TVM's default pipeline: a barrier under the prologue's guard
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=plan.tir_pipeline)
+    assert "__syncthreads" in src and "cp.async" not in src
+    if shutil.which("nvcc") is not None:
+        assert ".entry" in compile_ptx(src, "sm_80")  # valid CUDA (a let used outside its guard would not be)
+
+
+@pytest.mark.parametrize("kind", sorted(LENGTH))
+def test_every_barrier_still_separates_what_it_separated_in_the_emitted_tir(kind):
+    source, sch, plan = _planned(kind)
+    tgt = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    with tgt:
+        original, pipelined = inject_pipeline(source), inject_pipeline(sch.mod)
+    n = LENGTH[kind] if LENGTH[kind] != "kv_len" else named_var(source["main"], "kv_len")
+    stages = plan.annotation.num_stages
+    lengths = (0, 32, 64, 32 * stages, 32 * stages + 32 + 5)  # trip counts 0, 1, 2, the stage count, ragged
+    trips = [trip_count(original, "iterator", n, x) for x in lengths]
+    assert trips[:4] == [0, 1, 2, stages] and trips[4] == stages + 2
+    assert barrier_violations(original, pipelined, "iterator", n, lengths) == []
+    if kind != "sequence_prefill":
+        return
+    # the checker sees a wrong order: the S GEMM moved above the barrier that publishes K
+    names = [s.name for s in plan.extraction.stmts]
+    first = ["let_L_kv_start", "let_L_kv_base", "K_load", "S_gemm_init", "S_gemm_update"]
+    seq = first + [n for n in names if n not in first]
+    wrong = PipelineAnnotation((0,) * len(names), tuple(seq.index(n) for n in names), ())
+    work = tvm.s_tir.Schedule(source)
+    apply_annotation(work, resolve_loop(work, "iterator").rv, wrong)
+    with tgt:
+        bad = barrier_violations(original, inject_pipeline(work.mod), "iterator", n, lengths)
+    assert "n=1: no barrier left between (('K_load',), 0, 0) and (('S_gemm_update',), 0, 0)" in bad
+
+
+def test_the_let_refusal_is_needed_a_legal_plan_of_the_ragged_prefill_is_not_valid_cuda():
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    sch = _kernel("ragged_prefill")
     ex = extract_loop(sch, "iterator", "sm_80")
-    assert "statement 3 is an explicit barrier" in ex.refusal
     sched = solve(ex.graph, ex.graph.machine, time_limit=60)
     ann = annotation_from_schedule(sched, ex.graph, [s.async_capable for s in ex.stmts])
     assert ann.num_stages > 1 and legality_violations(ann, ex.graph) == []
-    work = tvm.s_tir.Schedule(sch.mod)
-    apply_annotation(work, resolve_loop(work, "iterator").rv, ann)
-    with tvm.target.Target({"kind": "cuda", "arch": "sm_80"}):
-        inject_pipeline(work.mod)  # TVM's pipeline pass accepts the plan
-    with pytest.raises(Exception, match="Cannot insert syncs inside condition"):
-        compile_cuda(work, "sm_80")
-    _, src = compile_cuda(sch, "sm_80")  # the loop as written compiles
-    assert "__syncthreads" in src
+    apply_annotation(sch, resolve_loop(sch, "iterator").rv, ann)
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=SWP_PIPELINE)  # TVM compiles it ...
+    with pytest.raises(ToolchainError, match='identifier "L_kv_base" is undefined'):
+        compile_ptx(src, "sm_80")  # ... to CUDA that uses the binding outside the guard it sits under
 
 
 # -- a small kernel in the same style, on the CPU -------------------------------------------------------

@@ -55,7 +55,7 @@ from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement
 from .hazards import hazards as find_hazards
 from .ir import const_int, double_buffered, is_register, manifested_buffers, scope_of, tirx
 from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, check_statement_flow, filled_view, hidden_alloc_refusal,
-                     hidden_buffers, inlined_lets, is_storage_sync, pseudo_accesses)
+                     hidden_buffers, inlined_lets, is_storage_sync, let_refusal, pseudo_accesses)
 from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
                     resolve_loop)
 from .lowering import lower_to_pipeline
@@ -105,7 +105,8 @@ class Extraction:
     local_regs: int = 0
     #: (name, scope, bytes) of every shared buffer of the loop's kernel (``loops.kernel_shared_buffers``)
     kernel_smem: tuple = ()
-    #: Why no multi-stage pipeline of this loop can be compiled by TVM (``opaque.barrier_refusal``), or None.
+    #: Why no multi-stage pipeline of this loop is known to compile correctly (``opaque``: ``barrier_refusal``,
+    #: ``let_refusal``, ``hidden_alloc_refusal``), or None.
     refusal: str | None = None
 
     @property
@@ -196,7 +197,11 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                       threads=an.threads_per_block,
                       grid=tuple(an.grid[t] for t in sorted(an.grid, key=lambda t: t[-1])),
                       local_regs=lan.local_regs, kernel_smem=kernel_shared_buffers(low_func.body, low.node),
-                      refusal=barrier_refusal([c for c, _ in entries], ref.name, it.symbolic is not None)
+                      refusal=barrier_refusal([c for c, _ in entries], ref.name,
+                                              None if it.symbolic is None else (low.node.min, low.node.extent),
+                                              low_func.body)
+                      or let_refusal([c for c, _ in entries], pipeline_children(low.node, ref.name), ref.name,
+                                     it.symbolic is not None)
                       or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
 
 

@@ -35,11 +35,17 @@ through on its own:
   keeps each use after its iteration's binding and before the next
   iteration's one.
 
-Planning is refused, with the reason (``Extraction.refusal``), where TVM
-0.27 cannot compile any multi-stage pipeline of the loop: an explicit
-barrier with a symbolic trip count (``barrier_refusal``: every kernel of
-``tvm.relax.frontend.nn.llm`` is in this case), a buffer the loop owns that
-only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
+An explicit barrier with a symbolic trip count sits, once pipelined, under
+the guards TVM puts on each iteration's statements; ``tvm_twill_swp``
+compiles it when the trip count is block-uniform (``frontend.uniform``: the
+sequence prefill's ``ceildiv(kv_len, 32)``, the paged and ragged prefill's
+``ceildiv(kv_chunk_len[0], 32)``), and the loop's copies stay synchronous
+(``BARRIER_COPY``), so each barrier orders completed copies.  Planning is
+refused, with the reason (``Extraction.refusal``), where no multi-stage
+pipeline of the loop is known to compile correctly: an explicit barrier with
+a trip count not shown uniform (``barrier_refusal``), a let-binding TVM
+does not substitute with a symbolic trip count (``let_refusal``), a buffer
+the loop owns that only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
 refuses (UnsupportedLoopError, naming the statement): control flow
 that is a statement of the loop body itself, and loops of unknown length or
 early exits (``While``, ``Break``, ``Continue``, ``Return``) inside a
@@ -50,10 +56,11 @@ from __future__ import annotations
 
 from ..errors import UnsupportedLoopError
 from .ir import s_tir, tirx, tvm, tvm_ffi, walk_all
+from .uniform import is_uniform
 
 __all__ = ["BARRIER_COPY", "SYNC", "UNBOUNDED_FLOW", "barrier_refusal", "bound_var", "check_statement_flow",
            "filled_view", "hidden_alloc_refusal", "hidden_buffers", "inlined_lets", "is_storage_sync", "let_name",
-           "pseudo_accesses", "used_vars"]
+           "let_refusal", "pseudo_accesses", "used_vars"]
 
 #: Pseudo-buffer written by an explicit barrier and read by every statement touching shared or global memory.
 SYNC = "sync:tvm_storage_sync"
@@ -194,21 +201,49 @@ def pseudo_accesses(children, memory_names, inlined=frozenset()) -> list[tuple[t
     return out
 
 
-def barrier_refusal(children, name: str, symbolic: bool) -> str | None:
-    """Why TVM 0.27 cannot compile a multi-stage pipeline of this loop, or None.
+def barrier_refusal(children, name: str, bounds, func_body) -> str | None:
+    """Why no multi-stage pipeline of this loop compiles with its barriers kept correct, or None.
 
-    With a symbolic trip count InjectSoftwarePipeline guards every statement of the prologue, the body and
-    the epilogue with its iteration's bound (``T.where``, an ``if`` once lowered); an explicit barrier then
-    sits under a guard, and TVM's ThreadSync refuses to place the barriers the loop needs there ("Cannot
-    insert syncs inside condition").  The graph is still extracted; planning such a loop is refused."""
-    if not symbolic:
+    ``bounds``: the loop's min and extent when the trip count is symbolic, else None; ``func_body``: the
+    lowered function the loop is in.  With a symbolic trip count InjectSoftwarePipeline guards every statement
+    of the prologue, the body and the epilogue with its iteration's bound, an explicit barrier included.
+    ``tvm_twill_swp`` (``plan.tir_pipeline``) lets TVM's ThreadSync place barriers under a guard that is the
+    same in every thread of the block (``frontend.uniform``: the bound reads no thread index, and memory only
+    where every thread reads the same value: a read-only global, a local every thread stores alike, as TVM's
+    paged and ragged kernels compute their chunk length).  Where that cannot be shown, the pipeline's barriers
+    would rest on an unproven guard (a barrier some threads skip deadlocks the block) and ThreadSync may
+    refuse them: planning such a loop is refused."""
+    if bounds is None:
         return None
     i = next((i for i, c in enumerate(children) if is_storage_sync(c)), None)
+    if i is None or is_uniform(bounds, func_body):
+        return None
+    extent = " ".join(str(bounds[-1]).split())
+    return (f"loop '{name}': statement {i} is an explicit barrier (tvm_storage_sync) and the trip count '{extent}' "
+            "reads memory or a thread index: the guards of the pipelined barriers cannot be shown the same in every "
+            "thread of the block (TVM's ThreadSync refuses to place barriers under such a guard: 'Cannot insert "
+            "syncs inside condition'); left as written")
+
+
+def let_refusal(children, lowered, name: str, symbolic: bool) -> str | None:
+    """Why a pipeline of this loop would not compile to valid CUDA because of a let-binding, or None.
+
+    With a symbolic trip count InjectSoftwarePipeline puts each statement under its own guard, a ``Bind``
+    included: the bound variable is then in scope only inside that guard, and a statement using it under
+    another guard refers to an undefined variable (nvcc rejects the CUDA).  A binding TVM substitutes into its
+    uses (``inlined_lets``) is harmless; any other is refused (TVM's ragged prefill binds ``L_kv_base`` from
+    ``kv_indptr``)."""
+    if not symbolic or len(lowered) != len(children):
+        return None
+    inlined = inlined_lets(children, lowered)
+    i = next((i for i, c in enumerate(children) if bound_var(c) is not None and bound_var(c).name not in inlined),
+             None)
     if i is None:
         return None
-    return (f"loop '{name}': statement {i} is an explicit barrier (tvm_storage_sync) and the trip count is symbolic: "
-            "TVM 0.27 guards each pipelined statement with its iteration's bound, and its ThreadSync pass then "
-            "refuses the barriers under those guards ('Cannot insert syncs inside condition'); left as written")
+    var = bound_var(children[i]).name
+    return (f"loop '{name}': statement {i} binds '{var}' (a let TVM does not substitute into its uses) and the trip "
+            "count is symbolic: TVM's pipeline would guard the binding alone, leaving its uses in other guarded "
+            f"statements undefined; write '{var}' into its uses or bind it before the loop; left as written")
 
 
 def hidden_alloc_refusal(names, loop: str) -> str | None:

@@ -22,8 +22,10 @@ loop counters), so ``uniform_guard_loops`` rewrites each such guard ``if c:
 S`` into ``for _ in range(c ? 1 : 0): S``: the same statements run, and
 ThreadSync may put the barrier inside, which every thread of the block then
 reaches or skips together.  A guard counts as uniform only when it reads no
-memory and no variable that depends on a thread index (a ``threadIdx``, or a
-let / loop variable computed from one or from memory); any other ``if`` is
+memory other buffers may differ in and no variable that depends on a thread
+index (``frontend.uniform``, the rule the front-end's barrier refusal uses
+too: a read-only global buffer, or a local one every thread stores the same
+values to, is uniform); any other ``if`` is
 left as it was, so ThreadSync still refuses a barrier under it.  The pass
 runs right before ThreadSync; every other pass is TVM's own
 (``frontend.ir.stock_s_tir_passes``).
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from ..frontend.ir import (splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
                            tvm_ffi)
+from ..frontend.uniform import uniformity, varying_vars
 
 __all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "register_swp_pipeline",
            "uniform_guard_loops", "uniform_guard_loops_pass", "varying_vars"]
@@ -77,55 +80,6 @@ def constant_async_waits_pass(func, mod, ctx):
     return constant_async_waits(func)
 
 
-def varying_vars(stmt) -> set:
-    """The variables of ``stmt`` whose value may differ between the threads of a block: the thread indices
-    (``threadIdx.*``), and every let / loop variable computed from one of them or from memory (to a fixpoint)."""
-    varying: set = set()
-    defs: list = []
-
-    def on_attr(attr):
-        if attr.attr_key == "thread_extent" and str(attr.node.thread_tag).startswith("threadIdx"):
-            varying.add(attr.node.var)
-
-    def on_let(let):
-        defs.append((let.var, [let.value]))
-
-    def on_for(loop):
-        if loop.kind == tirx.ForKind.THREAD_BINDING:
-            varying.add(loop.loop_var)
-        defs.append((loop.loop_var, [loop.min, loop.extent]))
-
-    tvm_ffi.structural_walk(stmt, [(tirx.AttrStmt, on_attr), (tirx.LetStmt, on_let), (tirx.For, on_for)])
-    changed = True
-    while changed:
-        changed = False
-        for var, exprs in defs:
-            if var not in varying and any(_depends(e, varying) for e in exprs):
-                varying.add(var)
-                changed = True
-    return varying
-
-
-def _depends(expr, varying: set) -> bool:
-    """Whether ``expr`` reads memory, calls anything but pure arithmetic, or reads a variable of ``varying``."""
-    found = []
-
-    def on_var(v):
-        if v in varying:
-            found.append(v)
-
-    def on_load(_):
-        found.append("load")
-
-    def on_call(call):
-        name = getattr(call.op, "name", "")
-        if not name.endswith(("if_then_else", "likely", ".min", ".max", "floordiv", "floormod")):
-            found.append(name)
-
-    tvm_ffi.structural_walk(expr, [(tirx.Var, on_var), (tvm.ir.expr.TensorLoad, on_load), (tvm.ir.expr.Call, on_call)])
-    return bool(found)
-
-
 def _touches_shared(stmt) -> bool:
     """Whether ``stmt`` reads or writes a shared-memory (or warp-scope) buffer: what ThreadSync guards."""
     found = []
@@ -143,10 +97,10 @@ def _touches_shared(stmt) -> bool:
 def uniform_guard_loops(func):
     """``func`` with every block-uniform ``if c: S`` (no else) around shared-memory statements rewritten as
     ``for _ in range(c ? 1 : 0): S`` (module docstring: why, and what counts as uniform)."""
-    varying = varying_vars(func.body)
+    u = uniformity(func.body)
 
     def fix(node):
-        if node.else_case is not None or _depends(node.condition, varying) or not _touches_shared(node.then_case):
+        if node.else_case is not None or not u.uniform(node.condition) or not _touches_shared(node.then_case):
             return node
         one, zero = tirx.const(1, "int32"), tirx.const(0, "int32")
         return tirx.For(tirx.Var("guard", "int32"), zero, tirx.Select(node.condition, one, zero),
