@@ -100,7 +100,7 @@ def test_without_the_guard_rewrite_the_planned_kernel_does_not_compile(monkeypat
     _, sch, plan, _, _ = _planned("sm_80", 64, True)
     monkeypatch.setattr(swp_lowering, "uniform_guard_loops", lambda func: func)
     with tvm.transform.PassContext(config=TC_PASS_CONFIG), \
-            pytest.raises(Exception, match="Cannot insert syncs inside condition"):
+            pytest.raises(tvm.error.InternalError, match="Cannot insert syncs inside condition"):
         tvm_twill.build(sch.mod, "sm_80", plan)
 
 

@@ -176,7 +176,7 @@ def _planned(monkeypatch=None):
 def test_without_the_guard_rewrite_a_generated_kernel_does_not_compile(monkeypatch):
     sch, plan = _planned()
     monkeypatch.setattr(swp_lowering, "uniform_guard_loops", lambda func: func)
-    with pytest.raises(Exception, match="Cannot insert syncs inside condition"):
+    with pytest.raises(tvm.error.InternalError, match="Cannot insert syncs inside condition"):
         tvm_twill.build(sch.mod, "sm_80", plan)
 
 
