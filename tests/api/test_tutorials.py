@@ -125,6 +125,7 @@ def test_attention(tmp_path):
     for label in ("pipelined SIMT attention", "tensor-core attention"):
         assert re.search(rf"emulated {label}: ok: 0 findings", out)
     assert out.count("max |kernel - numpy| = ") == 2
+    assert re.search(r"pipelined build \(tvm_twill_swp TIR pipeline\): \d+ mma\.sync", out)  # the planned TC kernel
     assert re.search(r"this kernel, by the model: \d+ TFLOPS", out)
     assert "FlashAttention-2 on A100" in out and "740 TFLOPS" in out and "645 TFLOPS" in out
 

@@ -31,10 +31,12 @@ The KV loop ``KV_LOOP`` (``j``) has twelve statements, FlashAttention-2's inner 
 ====  ============  ==========================================================================
 
 Compile it under ``TC_PASS_CONFIG``.  Tensor-core intrinsics run only on a GPU (or ``tvm_twill.emulator``):
-llvm cannot compile this kernel, so it is checked on the emulator.  Known limit: the kernel as
-``auto_pipeline`` plans it does not compile yet (TVM's ``ThreadSync("warp")`` asks for a warp barrier inside a
-guarded prologue statement: "Cannot insert syncs inside condition"); the unpipelined kernel compiles and runs.  ``fa_forward_tc(shape, tensorize=False)`` returns the loops before
-tensorization (what ``tensorize`` rewrites; the fragments are ``warp``-scope buffers in logical layout).
+llvm cannot compile this kernel, so it is checked on the emulator.  The kernel as ``auto_pipeline`` plans it
+compiles too (``tvm_twill.build(sch.mod, arch, plan)``, sm_80 and sm_90a): the plan's TIR pipeline
+(``tvm_twill_swp``) turns the guards TVM puts around the prologue and epilogue of the symbolic trip count into
+loops of 0 or 1 trips, so the barriers ThreadSync places there are not under an ``if``
+(``transforms.swp_lowering.uniform_guard_loops``).  ``fa_forward_tc(shape, tensorize=False)`` returns the loops
+before tensorization (what ``tensorize`` rewrites; the fragments are ``warp``-scope buffers in logical layout).
 """
 from __future__ import annotations
 
