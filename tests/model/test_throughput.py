@@ -21,6 +21,17 @@ def test_chip_refuses_a_non_positive_figure():
              max_ctas_per_sm=1, max_warps_per_sm=1)
 
 
+def test_sustained_tensor_rate_is_the_published_measurement():
+    # docs/machines.md, "Sustained tensor-core rate": best measured matmul / data sheet
+    assert CHIPS["h100"].tc_sustained == pytest.approx(794.5 / 989.4) and CHIPS["a100"].tc_sustained == pytest.approx(
+        271.2 / 312.0)
+    assert all(CHIPS[n].tc_sustained == 1.0 for n in CHIPS if n not in ("h100", "a100"))  # no measurement found
+    for bad in (0, 1.2, True):
+        with pytest.raises(MachineError, match="tc_sustained must be a fraction in \\(0, 1\\]"):
+            Chip(part="x", dram_bytes_per_s=1e12, l2_bytes_per_s=1e12, l2_bytes=1, smem_per_sm=1,
+                 max_ctas_per_sm=1, max_warps_per_sm=1, tc_sustained=bad)
+
+
 # -- the terms, by hand ---------------------------------------------------------------------------
 from tvm_twill.model.prediction import predict  # noqa: E402
 from tvm_twill.model.throughput import copy_cost, issue_cycles, occupancy, unit_label, wave_reuse  # noqa: E402
