@@ -28,8 +28,11 @@ def test_roofline_numbers_by_hand(tmp_path):
     p = _l2_bound()
     r = plot_roofline(p, H100, tmp_path / "roof.png")
     assert r.path.read_bytes().startswith(PNG)
-    # ceilings: the chip's tensor-core peak; the SFU and CUDA cores at the chip's rate (no such work here)
-    assert r.ceilings["tensor core"] == pytest.approx(4096 * 132 * 1.83e9 / 1e12)
+    # ceilings: the tensor cores at the sustained rate (794.5 of 989.4, docs/machines.md) and the data-sheet
+    # peak; the SFU and CUDA cores at the chip's rate (no such work here)
+    assert r.ceilings["tensor core"] == pytest.approx(4096 * 132 * 1.83e9 / 1e12 * 794.5 / 989.4)
+    assert r.ceilings["tensor core, data sheet"] == pytest.approx(4096 * 132 * 1.83e9 / 1e12)
+    assert r.notes["tensor core"] == "sustained, measured matmul"
     assert r.ceilings["SFU"] == pytest.approx(16 * 132 * 1.83e9 / 1e12)
     assert r.ceilings["CUDA cores"] == pytest.approx(2 * 128 * 132 * 1.83e9 / 1e12)
     assert r.roofs == {"L2": 5.5, "DRAM": 3.35}

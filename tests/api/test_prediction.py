@@ -1,5 +1,6 @@
 """Predictions of throughput: graph files with ``flops`` (``tvm-twill solve``), plans (``plan.prediction()``)."""
 import json
+import re
 
 import pytest
 
@@ -21,11 +22,17 @@ def test_solve_prints_and_writes_the_prediction(tmp_path, capsys):
     doc = json.loads(out.read_text())
     pred = doc["prediction"]
     assert set(pred) >= {"tflops", "bound"} and 0 < pred["tflops"] <= PEAK_H100
-    assert f"prediction: predicted {pred['tflops']:.0f} TFLOPS" in text
+    shown = re.search(r"prediction: predicted (\d+) TFLOPS", text)  # the text rounds, the JSON keeps one decimal
+    assert shown and abs(int(shown.group(1)) - pred["tflops"]) <= 0.55
     schedule_from_dict(doc)  # the extension key reads back (tvm-twill check)
     # by hand: 4 GEMMs of 2097152 FLOP, 1 unit = 512 cycles (2097152 / 4096), ii 4 units = 2048 cycles,
-    # the TC busy every cycle: 8388608 FLOP per 2048 cycles x 1.83 GHz x 132 SMs = the peak
-    assert pred["bound"] == "tensor core" and pred["tflops"] == pytest.approx(PEAK_H100, abs=0.1)
+    # the TC busy every cycle at the data-sheet rate; at the sustained 794.5 / 989.4 of it (docs/machines.md)
+    # the tensor cores take 2048 x 989.4 / 794.5 = 2550.3 cycles: 8388608 FLOP per 2550.3 cycles x 1.83 GHz
+    # x 132 SMs = 794.5 TFLOPS, within 25% of the Twill paper's 645 (the issue's check: at most 806.25)
+    tc = 2048 * 989.4 / 794.5
+    assert pred["bound"] == "tensor core" and pred["cycles_per_iteration"] == pytest.approx(tc, abs=0.1)
+    assert pred["tflops"] == pytest.approx(8388608 / tc * 1.83e9 * 132 / 1e12, abs=0.1)
+    assert abs(pred["tflops"] - 645) <= 0.25 * 645
 
 
 def test_graph_without_flops_has_no_prediction():
