@@ -5,8 +5,9 @@ predicted TFLOPS, each at its own arithmetic intensity):
 
 * **compute ceilings** (horizontal): the tensor-core rate the chip sustains
   (``Prediction.sustained_tflops``, a measured best-case matmul; docs/machines.md)
-  and, dashed, the data-sheet peak (``Prediction.peak_tflops``) when it is higher; the SFU and the CUDA cores at the TFLOPS this
-  kernel would reach if that unit alone limited it (its cycles per round in
+  and, dashed, the data-sheet peak (``Prediction.peak_tflops``) when it is
+  higher; the SFU and the CUDA cores at the TFLOPS this kernel would reach
+  if that unit alone limited it (its cycles per round in
   ``Prediction.terms``), or, when the kernel gives the unit no work, the
   chip's rate (SFU: one op per result; CUDA cores: two FLOP per FMA);
   likewise issue and shared memory when the kernel has those terms;
