@@ -3,9 +3,11 @@
 A hierarchical roofline (one point per memory level, all at the kernel's
 predicted TFLOPS, each at its own arithmetic intensity):
 
-* **compute ceilings** (horizontal): the tensor-core peak of the chip
-  (``Prediction.peak_tflops``); the SFU and the CUDA cores at the TFLOPS this
-  kernel would reach if that unit alone limited it (its cycles per round in
+* **compute ceilings** (horizontal): the tensor-core rate the chip sustains
+  (``Prediction.sustained_tflops``, a measured best-case matmul; docs/machines.md)
+  and, dashed, the data-sheet peak (``Prediction.peak_tflops``) when it is
+  higher; the SFU and the CUDA cores at the TFLOPS this kernel would reach
+  if that unit alone limited it (its cycles per round in
   ``Prediction.terms``), or, when the kernel gives the unit no work, the
   chip's rate (SFU: one op per result; CUDA cores: two FLOP per FMA);
   likewise issue and shared memory when the kernel has those terms;
@@ -34,6 +36,7 @@ __all__ = ["Roofline", "plot_roofline", "roofline"]
 _COMPUTE = (("tensor core", "#4e79a7"), ("SFU", "#f28e2b"), ("CUDA cores", "#59a14f"), ("issue", "#b07aa1"),
             ("shared memory", "#9c755f"))
 _MEMORY = (("L2", "#e15759"), ("DRAM", "#76b7b2"))
+_DATASHEET = "tensor core, data sheet"
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,10 @@ def roofline(prediction, costs) -> Roofline:
     ceilings, notes = {}, {}
     for name, _ in _COMPUTE:
         term = p.terms.get(name, 0.0)
-        if name == "tensor core":
+        if name == "tensor core" and p.peak_tflops > (p.sustained_tflops or p.peak_tflops):
+            ceilings[name], notes[name] = p.sustained_tflops, "sustained, measured matmul"
+            ceilings[_DATASHEET], notes[_DATASHEET] = p.peak_tflops, "chip peak"
+        elif name == "tensor core":
             ceilings[name], notes[name] = p.peak_tflops, "chip peak"
         elif term > 0:
             ceilings[name], notes[name] = kernel_tflops(term), "this kernel's work"
@@ -84,7 +90,7 @@ def roofline(prediction, costs) -> Roofline:
 
 
 def _peak(r: Roofline) -> float:
-    return r.ceilings["tensor core"]
+    return r.ceilings.get(_DATASHEET, r.ceilings["tensor core"])
 
 
 def plot_roofline(prediction, costs, path, *, title: str | None = None) -> Roofline:
@@ -108,6 +114,10 @@ def plot_roofline(prediction, costs, path, *, title: str | None = None) -> Roofl
             off = y > top  # beyond the chart: named in the legend only
             ax.plot([lo, hi], [min(y, top)] * 2, color=color, lw=0 if off else 1.6,
                     label=f"{name} ({r.notes[name]}): {y:.0f} TFLOPS" + (" (above the chart)" if off else ""))
+    if _DATASHEET in r.ceilings:
+        y = r.ceilings[_DATASHEET]
+        ax.plot([lo, hi], [y, y], color=dict(_COMPUTE)["tensor core"], lw=1.2, ls="--",
+                label=f"{_DATASHEET} ({r.notes[_DATASHEET]}): {y:.0f} TFLOPS")
     for (level, color) in _MEMORY:
         bw = r.roofs[level]
         ax.plot([lo, hi], [lo * bw, hi * bw], color=color, lw=1.6, ls="--", label=f"{level}: {bw:.2f} TB/s")

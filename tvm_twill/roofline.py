@@ -112,7 +112,7 @@ def graph_prediction(graph, schedule, machine, source=None) -> Prediction | None
     """The prediction of a solved graph whose ops declare ``flops`` (None when none does, or when
     the machine has no cost model).  ``graph``: as solved; ``source``: as written (default
     ``graph``), whose ``smem`` of a streaming load is one ring slot (``prepare`` charges it once per
-    slot)."""
+    slot), and whose ``ctas`` (the problem's thread blocks, when stated) go over the SMs in waves."""
     costs = machine.costs
     ops = [op for op in graph.ops if op.flops]
     if costs is None or costs.chip is None or not ops:
@@ -140,4 +140,4 @@ def graph_prediction(graph, schedule, machine, source=None) -> Prediction | None
     if nbytes:  # through L2 only: a graph does not say how many CTAs share a tile (no DRAM term)
         work["L2"] = nbytes * costs.sms / (costs.chip.l2_bytes_per_s / (costs.clock_ghz * 1e9))
     return predict(costs, ii_cycles=schedule.ii * scale, flops=float(sum(op.flops for op in graph.ops)), occ=occ,
-                   work=work, quantum=scale)
+                   work=work, quantum=scale, tiles=written.ctas or graph.ctas or None)

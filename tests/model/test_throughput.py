@@ -21,6 +21,17 @@ def test_chip_refuses_a_non_positive_figure():
              max_ctas_per_sm=1, max_warps_per_sm=1)
 
 
+def test_sustained_tensor_rate_is_the_published_measurement():
+    # docs/machines.md, "Sustained tensor-core rate": best measured matmul / data sheet
+    assert CHIPS["h100"].tc_sustained == pytest.approx(794.5 / 989.4) and CHIPS["a100"].tc_sustained == pytest.approx(
+        271.2 / 312.0)
+    assert all(CHIPS[n].tc_sustained == 1.0 for n in CHIPS if n not in ("h100", "a100"))  # no measurement found
+    for bad in (0, 1.2, True):
+        with pytest.raises(MachineError, match="tc_sustained must be a fraction in \\(0, 1\\]"):
+            Chip(part="x", dram_bytes_per_s=1e12, l2_bytes_per_s=1e12, l2_bytes=1, smem_per_sm=1,
+                 max_ctas_per_sm=1, max_warps_per_sm=1, tc_sustained=bad)
+
+
 # -- the terms, by hand ---------------------------------------------------------------------------
 from tvm_twill.model.prediction import predict  # noqa: E402
 from tvm_twill.model.throughput import copy_cost, issue_cycles, occupancy, unit_label, wave_reuse  # noqa: E402
@@ -95,7 +106,8 @@ def test_prediction_by_hand():
     p = predict(H100, ii_cycles=600, flops=2097152, occ=occ, work={"tensor core": 512}, copy_bytes=32768,
                 reuse=8)
     l2 = 4 * 32768 * 132 / (5.5e12 / 1.83e9)                   # 5756.9 cycles per round: L2-bound
-    assert p.terms["tensor core"] == 2048 and p.terms["L2"] == pytest.approx(l2)
+    # tensor core: 4 CTAs x 512 cycles at the data-sheet rate, at the sustained 794.5 / 989.4 of it
+    assert p.terms["tensor core"] == pytest.approx(2048 * 989.4 / 794.5) and p.terms["L2"] == pytest.approx(l2)
     assert p.bound == "L2" and p.cycles_per_iteration == pytest.approx(l2)
     assert p.tflops_per_sm == pytest.approx(4 * 2097152 / l2 * 1.83e9 / 1e12)
     assert p.tflops == pytest.approx(p.tflops_per_sm * 132)
@@ -122,6 +134,7 @@ def test_no_prediction_exceeds_the_peak_or_the_dram_roofline(name, ii, flops, ct
                 work={"tensor core": tc, "CUDA cores": alu}, copy_bytes=copy, reuse=reuse, tiles=tiles)
     peak = costs.tc_flops_per_clock * costs.sms * costs.clock_ghz * 1e9 / 1e12
     assert p.tflops <= peak * (1 + 1e-9)
+    assert p.tflops <= peak * costs.chip.tc_sustained * (1 + 1e-9) and p.sustained_tflops <= p.peak_tflops
     if copy:  # the DRAM roofline: flops per compulsory byte x DRAM bandwidth
         roof = flops / (copy / reuse) * costs.chip.dram_bytes_per_s / 1e12
         assert p.tflops <= roof * (1 + 1e-9)
@@ -135,3 +148,28 @@ def test_a_resource_within_one_quantum_of_the_ii_is_the_bound():
     assert p.terms["L2"] == pytest.approx(1079.4, abs=0.1) and p.bound == "L2"
     assert predict(H100, ii_cycles=1088, flops=1048576, occ=Occupancy(1, "registers"), copy_bytes=24576,
                    reuse=4).bound == "occupancy"  # without the quantum: latency, registers keep CTAs off
+
+
+def test_tensor_bound_loop_runs_at_the_sustained_rate_by_hand():
+    from tvm_twill.model.throughput import Occupancy
+    # one CTA per SM, a 128x128x128 GEMM piece per iteration (4194304 FLOP), scheduled at ii 1024 cycles
+    # (its data-sheet tensor time on H100: 4194304 / 4096)
+    flops = 4194304.0
+    p = predict(H100, ii_cycles=1024, flops=flops, occ=Occupancy(1, "threads"), work={"tensor core": 1024})
+    # at 794.5 / 989.4 of the data-sheet rate the tensor cores take 1024 x 989.4 / 794.5 = 1275.2 cycles
+    assert p.bound == "tensor core" and p.cycles_per_iteration == pytest.approx(1024 * 989.4 / 794.5)
+    # 4194304 FLOP per 1275.2 cycles x 1.83 GHz x 132 SMs = 794.5 TFLOPS (the measured matmul, on 1.83 GHz)
+    assert p.tflops == pytest.approx(4194304 / (1024 * 989.4 / 794.5) * 1.83e9 * 132 / 1e12)
+    assert p.tflops == pytest.approx(p.sustained_tflops) and p.sustained_tflops == pytest.approx(794.5, abs=0.1)
+    assert "the tensor cores sustain 795" in p.explain()
+    # A100: 2048 FLOP per clock per SM at 1.41 GHz, sustained 271.2 of 312
+    a = predict(A100, ii_cycles=2048, flops=flops, occ=Occupancy(1, "threads"), work={"tensor core": 2048})
+    assert a.tflops == pytest.approx(4194304 / (2048 * 312.0 / 271.2) * 1.41e9 * 108 / 1e12)
+    # a part with no published measurement runs at its data sheet: B200, 8192 FLOP per clock per SM
+    b200 = BUILTIN_MACHINES["b200"].costs
+    b = predict(b200, ii_cycles=512, flops=flops, occ=Occupancy(1, "threads"), work={"tensor core": 512})
+    assert b.cycles_per_iteration == 512 and b.tflops == pytest.approx(b.peak_tflops)
+    assert "sustain" not in b.explain()
+    # a latency-bound loop keeps its ii: the sustained rate only stretches the tensor term
+    q = predict(H100, ii_cycles=3000, flops=flops, occ=Occupancy(1, "threads"), work={"tensor core": 1024})
+    assert q.bound == "latency" and q.cycles_per_iteration == 3000

@@ -32,7 +32,11 @@ class Chip:
     residency limits; ``reg_alloc_unit``: registers are given to a warp in
     units of this many (per warp); ``smem_reserved_per_cta``: shared memory
     the driver keeps per resident block; ``shuffle_per_clock``: warp-shuffle
-    results per clock per SM (the programming guide's throughput table).
+    results per clock per SM (the programming guide's throughput table);
+    ``tc_sustained``: the fraction of the data-sheet dense tensor rate that the
+    part sustains in a best-case dense matmul, as measured and published
+    (docs/machines.md, "Sustained tensor-core rate"); 1.0, the data sheet, where
+    no measurement of the part was found.
     """
 
     part: str
@@ -49,6 +53,7 @@ class Chip:
     reg_alloc_unit: int = 256
     smem_reserved_per_cta: int = 1024
     shuffle_per_clock: int = 32
+    tc_sustained: float = 1.0
 
     def __post_init__(self):
         for name in ("dram_bytes_per_s", "l2_bytes_per_s", "l2_bytes", "smem_per_sm", "max_ctas_per_sm",
@@ -57,6 +62,10 @@ class Chip:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise MachineError(f"chip '{self.part}': {name} must be a positive number, got {v!r}")
+        t = self.tc_sustained
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
+            raise MachineError(f"chip '{self.part}': tc_sustained must be a fraction in (0, 1] of the data-sheet "
+                               f"tensor rate, got {t!r}")
 
 
 KB = 1024
@@ -66,14 +75,17 @@ MB = 1024 * 1024
 CHIPS: dict[str, Chip] = {
     # A100 SXM4 40 GB: 1555 GB/s HBM2 (data sheet); L2 40 MB and 5120 B/clk of L2 bandwidth
     # (A100 white paper), x 1.41 GHz = 7.22 TB/s; 164 KB shared memory, 32 blocks and 64 warps per SM
-    # (programming guide, compute capability 8.0).
+    # (programming guide, compute capability 8.0).  Sustained tensor rate: best-case measured matmul (MAMF,
+    # stas00/ml-engineering, v2 table) 271.2 of the 312 TFLOPS data sheet.
     "a100": Chip(part="A100 SXM4 40GB", dram_bytes_per_s=1.555e12, l2_bytes_per_s=5120 * 1.41e9,
-                 l2_bytes=40 * MB, smem_per_sm=164 * KB, max_ctas_per_sm=32, max_warps_per_sm=64),
+                 l2_bytes=40 * MB, smem_per_sm=164 * KB, max_ctas_per_sm=32, max_warps_per_sm=64,
+                 tc_sustained=271.2 / 312.0),
     # H100 SXM5: 3.35 TB/s HBM3 (data sheet), L2 50 MB (Hopper white paper); L2 bandwidth: no vendor
     # figure, 5.5 TB/s from microbenchmarks (docs/machines.md); 228 KB shared memory, 32 blocks,
-    # 64 warps per SM (compute capability 9.0).
+    # 64 warps per SM (compute capability 9.0).  Sustained tensor rate: best-case measured matmul (MAMF,
+    # stas00/ml-engineering, v2 table) 794.5 of the 989.4 TFLOPS data sheet.
     "h100": Chip(part="H100 SXM5", dram_bytes_per_s=3.35e12, l2_bytes_per_s=5.5e12, l2_bytes=50 * MB,
-                 smem_per_sm=228 * KB, max_ctas_per_sm=32, max_warps_per_sm=64),
+                 smem_per_sm=228 * KB, max_ctas_per_sm=32, max_warps_per_sm=64, tc_sustained=794.5 / 989.4),
     # B200: 8 TB/s HBM3e (data sheet), L2 126 MB (two dies; microbenchmark report); L2 bandwidth: H100's
     # per-SM-per-clock rate (5.5e12 / (132 x 1.83e9) = 22.8 B/clk/SM) x 148 SMs x 1.85 GHz, no vendor
     # figure; 228 KB shared memory, 32 blocks, 64 warps per SM (compute capability 10.0).

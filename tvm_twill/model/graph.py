@@ -154,6 +154,9 @@ class Graph:
     #: Machine cycles per time unit of ``cycles`` and ``delay`` (1: they are machine cycles; the TVM front-end's
     #: graphs count in units of its quantum, e.g. 16 cycles).
     cycles_per_unit: int = 1
+    #: Thread blocks (CTAs) of the problem, one loop each; 0: not stated.  Read only by the throughput
+    #: prediction, which spreads them over the SMs in waves (docs/machines.md, "Throughput model").
+    ctas: int = 0
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
     _out: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
     _in: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
@@ -190,7 +193,7 @@ class Graph:
 
     def replace(self, **changes) -> "Graph":
         kw = dict(name=self.name, ops=self.ops, edges=self.edges, machine=self.machine,
-                  normalize=self.normalize, cycles_per_unit=self.cycles_per_unit)
+                  normalize=self.normalize, cycles_per_unit=self.cycles_per_unit, ctas=self.ctas)
         kw.update(changes)
         return Graph(**kw)
 
@@ -201,6 +204,8 @@ class Graph:
         q = self.cycles_per_unit
         if isinstance(q, bool) or not isinstance(q, int) or q < 1:
             raise GraphError(f"graph '{self.name}': cycles_per_unit must be an integer >= 1, got {q!r}")
+        if isinstance(self.ctas, bool) or not isinstance(self.ctas, int) or self.ctas < 0:
+            raise GraphError(f"graph '{self.name}': ctas must be an integer >= 0 (0: not stated), got {self.ctas!r}")
         if not self.ops:
             raise GraphError(f"graph '{self.name}' has no ops: a loop body needs at least one op")
         seen: set[str] = set()

@@ -28,7 +28,7 @@ GRAPH_FORMAT = "tvm-twill-graph/1"
 _OP_KEYS = {"name", "cycles", "unit", "rrt", "regs", "smem", "tmem", "variable_latency", "warps", "spill_cost",
             "flops"}
 _EDGE_KEYS = {"src", "dst", "delay", "distance", "blocking"}
-_GRAPH_KEYS = {"format", "name", "machine", "normalize", "cycles_per_unit", "ops", "edges"}
+_GRAPH_KEYS = {"format", "name", "machine", "normalize", "cycles_per_unit", "ctas", "ops", "edges"}
 _MACHINE_KEYS = {"format", "name", "units", "warp_groups", "warps_per_group", "regs_per_thread_max",
                  "regs_per_sm", "smem_bytes", "tmem_bytes", "spill_cost", "roles"}
 _ROLE_KEYS = {"name", "warps", "regs", "streams", "in_loop"}
@@ -242,9 +242,12 @@ def graph_from_dict(doc, ctx: str = "") -> Graph:
     per_unit = _int(d.get("cycles_per_unit", 1), "cycles_per_unit", ctx)
     if per_unit < 1:
         raise FormatError(f"{_where(ctx)}cycles_per_unit must be an integer >= 1, got {per_unit}")
+    ctas = _int(d.get("ctas", 0), "ctas", ctx)
+    if "ctas" in d and ctas < 1:
+        raise FormatError(f"{_where(ctx)}ctas must be an integer >= 1 (the problem's thread blocks), got {ctas}")
     try:
         return Graph(name=name, ops=tuple(ops), edges=tuple(edges), machine=machine, normalize=normalize,
-                     cycles_per_unit=per_unit)
+                     cycles_per_unit=per_unit, ctas=ctas)
     except GraphError as err:
         raise GraphError(f"{_where(ctx)}{err}") from None
 
@@ -282,6 +285,8 @@ def graph_to_dict(g: Graph) -> dict:
     doc["normalize"] = g.normalize
     if g.cycles_per_unit != 1:  # the time unit of cycles and delays: without it they read as machine cycles
         doc["cycles_per_unit"] = g.cycles_per_unit
+    if g.ctas:
+        doc["ctas"] = g.ctas
     doc["ops"] = ops
     doc["edges"] = edges
     return doc

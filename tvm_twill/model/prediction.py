@@ -7,7 +7,11 @@ CTA runs one iteration) takes
     round = max(ii, CTAs x each per-CTA unit term, CTAs x the copy's L2 and DRAM terms,
                 CTAs x flops / tensor FLOP per clock)
 
-(the last term is the chip's peak: no prediction exceeds it), and
+where the tensor-core term (the larger of the tensor work given and flops / tensor FLOP
+per clock) is divided by the chip's sustained fraction of the data-sheet tensor rate
+(``Chip.tc_sustained``, a published measurement; docs/machines.md, "Sustained
+tensor-core rate"), so no prediction exceeds the sustained peak, itself at most the
+data-sheet peak, and
 
     TFLOPS per SM = CTAs x flops per iteration / round x clock
     TFLOPS (chip) = TFLOPS per SM x SMs x tiles / (waves x SMs x CTAs)
@@ -32,7 +36,9 @@ __all__ = ["Prediction", "predict"]
 class Prediction:
     """``cycles_per_iteration``: one round per SM (each resident CTA one iteration), in cycles;
     ``terms``: every bound's cycles per round; ``ctas_per_sm`` / ``occupancy_limiter``;
-    ``tflops_per_sm`` / ``tflops`` (the chip, for the problem's tiles); ``bound``."""
+    ``tflops_per_sm`` / ``tflops`` (the chip, for the problem's tiles); ``bound``; ``peak_tflops``:
+    the data-sheet dense tensor peak; ``sustained_tflops``: the part of it the tensor cores sustain
+    (``Chip.tc_sustained`` x the peak)."""
 
     cycles_per_iteration: float
     ctas_per_sm: int
@@ -44,6 +50,7 @@ class Prediction:
     terms: dict = field(default_factory=dict)
     wave_efficiency: float = 1.0
     peak_tflops: float = 0.0
+    sustained_tflops: float = 0.0
 
     def to_dict(self) -> dict:
         return {"tflops": round(self.tflops, 1), "bound": self.bound,
@@ -53,8 +60,10 @@ class Prediction:
 
     def explain(self) -> str:
         terms = ", ".join(f"{k} {v:.0f}" for k, v in self.terms.items() if v > 0)
+        sustained = self.sustained_tflops or self.peak_tflops
+        held = "" if sustained >= self.peak_tflops else f"; the tensor cores sustain {sustained:.0f}"
         return (f"predicted {self.tflops:.0f} TFLOPS on the chip ({self.tflops_per_sm:.2f} per SM, "
-                f"{100 * self.tflops / self.peak_tflops:.0f}% of the {self.peak_tflops:.0f} TFLOPS peak), bound: "
+                f"{100 * self.tflops / self.peak_tflops:.0f}% of the {self.peak_tflops:.0f} TFLOPS peak{held}), bound: "
                 f"{self.bound}; {self.ctas_per_sm} CTA(s) per SM (limited by {self.occupancy_limiter}), "
                 f"{self.cycles_per_iteration:.0f} cycles per round of one iteration per CTA "
                 f"(cycles per round: {terms}); waves use {100 * self.wave_efficiency:.0f}% of the SMs")
@@ -78,7 +87,8 @@ def predict(costs, *, ii_cycles: float, flops: float, occ: Occupancy, work: dict
     terms = {b: 0.0 for b in BOUNDS}
     for b, v in (work or {}).items():
         terms[b] = max(terms[b], k * float(v))
-    terms["tensor core"] = max(terms["tensor core"], k * flops / costs.tc_flops_per_clock)
+    sustained = getattr(costs.chip, "tc_sustained", 1.0)
+    terms["tensor core"] = max(terms["tensor core"], k * flops / costs.tc_flops_per_clock) / sustained
     if copy_bytes:
         c = copy_cost(costs, copy_bytes, ctas_per_sm=k, reuse=reuse)
         terms["shared memory"] = max(terms["shared memory"], c.port)
@@ -98,4 +108,4 @@ def predict(costs, *, ii_cycles: float, flops: float, occ: Occupancy, work: dict
     return Prediction(cycles_per_iteration=rnd, ctas_per_sm=k, occupancy_limiter=occ.limiter,
                       flops_per_iteration=flops, tflops_per_sm=per_sm, tflops=per_sm * costs.sms * eff,
                       bound=bound, terms={b: v for b, v in terms.items() if v > 0}, wave_efficiency=eff,
-                      peak_tflops=peak)
+                      peak_tflops=peak, sustained_tflops=peak * sustained)
