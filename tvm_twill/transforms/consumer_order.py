@@ -41,7 +41,7 @@ __all__ = ["FIRST_BARRIER", "Ordering", "read_order"]
 
 #: Named barrier of group c: FIRST_BARRIER + c (0 is __syncthreads); the hardware has 16.
 FIRST_BARRIER = 1
-_MAX_GROUPS = 16 - FIRST_BARRIER
+_MAX_GROUPS = 16 - FIRST_BARRIER - 1  # 15: the consumers' own block barriers (role_barriers)
 _SYNC, _ARRIVE = "tirx.ptx.bar_sync_count", "tirx.ptx.bar_arrive"
 _BARRIERS = ("tirx.tvm_storage_sync", "tirx.cuda.cta_sync", "tirx.cuda.syncthreads_and", "tirx.cuda.syncthreads_or",
              "tirx.ptx.bar_sync", "tirx.ptx.barrier_sync", "tirx.ptx.barrier_sync_count", "tirx.ptx.barrier_arrive",

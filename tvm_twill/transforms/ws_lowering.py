@@ -32,6 +32,7 @@ from ..model.protocol import check_ring
 from . import warp_specialize as _ws
 from .fragments import shrink_thread_fragments_pass
 from .proxy_fence import proxy_fence_pass
+from .role_barriers import consumer_barriers_pass
 from .ws_compiled import check_compiled, verify_compiled_protocol
 
 __all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches",
@@ -118,6 +119,7 @@ def ws_passes() -> list:
     the end (role branches, the compiled ring protocol)."""
     passes = splice_passes(stock_s_tir_passes(), "tirx.FlattenBuffer",
                            [shrink_thread_fragments_pass, warp_specialize_pass])
+    passes = splice_passes(passes, "s_tir.InferFragment", [consumer_barriers_pass], before=True)  # after ThreadSync
     passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [proxy_fence_pass], before=True)
     return passes + [verify_role_branches, verify_compiled_protocol]
 
