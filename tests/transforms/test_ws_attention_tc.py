@@ -108,3 +108,62 @@ def test_ws_tc_attention_without_a_wait_or_arrive_has_a_finding(fault):
     assert bad != src
     report, err = _emulate(s, f, "sm_80", 3 * BN + 5, source=bad)
     assert report.findings and not report.ok, f"{fault} not caught (max error {err}): {report}"
+
+
+@functools.cache
+def _two_groups():
+    """block_m 128 (four mma warps) warp-specialized on sm_80, then given two ordered consumer groups of two
+    warps (FA3's ping-pong; the planner itself keeps one group here: the loop is ALU-bound, two groups reach
+    no smaller ii)."""
+    from tvm_twill.model.pipeline import WS_CONSUMER_ORDER
+    from tvm_twill.transforms.ws_lowering import emit_and_check
+
+    s = AttentionShape(head_dim=64, causal=True, heads=1, q_len=256, block_m=128, block_n=BN)
+    sch = tvm.s_tir.Schedule(fa_forward_tc(s))
+    with tvm.transform.PassContext(config=TC_PASS_CONFIG):
+        plan = auto_pipeline(sch, KV_LOOP, "sm_80", warp_specialize=True, time_limit=60, quiet=True)
+        assert plan.warp_specialization.consumer_order is None
+        sch.annotate(sch.get_loops(sch.get_sblock("kv"))[-1], WS_CONSUMER_ORDER, [0, 1])
+        facts, report = emit_and_check(sch.mod, "sm_80")
+    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1, **TC_PASS_CONFIG}):
+        f = tvm.compile(sch.mod, target=parse_target("sm_80")[1], tir_pipeline=plan.tir_pipeline)
+    return s, facts, report, f, f.mod.imports[0].inspect_source()
+
+
+GROUP_BAR = "tvm_builtin_ptx_bar_sync_count_sync((((uint)((ws_warp >> 1) + 1)) + (uint)7), (uint)64);"
+
+
+def test_two_ordered_groups_keep_their_shared_scratch_on_barriers_of_their_own():
+    """Each group's S / P / correction rows are its own (proved by group_scratch), so the barriers inside the
+    ordered loop are the group's (8 + c, 64 threads), not the consumers' 128: turns and barriers cannot
+    deadlock; the protocol with the turns passes the model check; numpy agrees; with the barriers spanning
+    both groups the emulator finds the deadlock."""
+    s, facts, report, f, src = _two_groups()
+    assert facts.order == (0, 1) and report.ok
+    assert "bar_sync_count_sync(((uint)((ws_warp >> 1) + 1)), (uint)128)" in src          # the turns
+    assert GROUP_BAR in src and "bar_sync_count_sync((uint)15, (uint)128)" in src      # in / after the loop
+    for n in (0, 3 * BN + 5):
+        rep, err = _emulate(s, f, "sm_80", n)
+        assert rep.findings == [] and rep.ok, str(rep)
+        assert err < 2e-2
+    # the same barriers spanning both groups (what TVM's ThreadSync asked for, unretargeted): group 0 waits
+    # in its turn for group 1, which waits for its turn
+    wide = src.replace(GROUP_BAR, "tvm_builtin_ptx_bar_sync_count_sync((uint)15, (uint)128);")
+    rep, _ = _emulate(s, f, "sm_80", 3 * BN + 5, source=wide)
+    assert not rep.ok and rep.findings, str(rep)
+
+
+def test_scratch_shared_between_groups_is_not_private():
+    from tvm.script import tirx as T
+
+    from tvm_twill.frontend.ir import tirx
+    from tvm_twill.transforms.group_scratch import private_scratch
+    tx = tirx.Var("tx", "int32")
+    sh = tirx.decl_buffer((64,), "float32", name="X", scope="shared")
+    out = tirx.decl_buffer((64,), "float32", name="Y")
+    own = [tirx.BufferStore(sh, T.float32(1), [tx]), tirx.BufferStore(out, tirx.BufferLoad(sh, [tx // 2 * 2 + (1 - tx % 2)]), [tx])]
+    swap = [own[0], tirx.BufferStore(out, tirx.BufferLoad(sh, [63 - tx]), [tx])]
+    assert private_scratch(own, {"threadIdx.x": 64}, {"threadIdx.x": tx}, 2) is None
+    assert "overlap" in private_scratch(swap, {"threadIdx.x": 64}, {"threadIdx.x": tx}, 2)
+    unbounded = [own[0], tirx.BufferStore(out, tirx.BufferLoad(sh, [tx ^ 1]), [tx])]   # no bound on tx ^ 1
+    assert "not bounded" in private_scratch(unbounded, {"threadIdx.x": 64}, {"threadIdx.x": tx}, 2)
