@@ -33,7 +33,9 @@ The KV loop ``KV_LOOP`` (``j``) has twelve statements, FlashAttention-2's inner 
 Compile it under ``TC_PASS_CONFIG``.  Tensor-core intrinsics run only on a GPU (or ``tvm_twill.emulator``):
 llvm cannot compile this kernel, so it is checked on the emulator.  Known limit: the kernel as
 ``auto_pipeline`` plans it does not compile yet (TVM's ``ThreadSync("warp")`` asks for a warp barrier inside a
-guarded prologue statement: "Cannot insert syncs inside condition"); the unpipelined kernel compiles and runs.  ``fa_forward_tc(shape, tensorize=False)`` returns the loops before
+guarded prologue statement: "Cannot insert syncs inside condition"); the unpipelined kernel compiles and runs; so does the warp-specialized one (``auto_pipeline(...,
+warp_specialize=True)`` under ``TC_PASS_CONFIG``: a producer warp on mbarrier rings, the mma warps as consumers,
+their exchanges through the shared tiles ordered by named barriers).  ``fa_forward_tc(shape, tensorize=False)`` returns the loops before
 tensorization (what ``tensorize`` rewrites; the fragments are ``warp``-scope buffers in logical layout).
 """
 from __future__ import annotations
