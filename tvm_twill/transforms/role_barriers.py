@@ -76,6 +76,8 @@ def retarget_barriers(stmt):
         if not (isinstance(cond, tvm.ir.expr.Call) and op_name(cond) == _INVARIANT):
             return node
         inner = cond.args[0]
+        if ROLE_VAR not in {v.name for v in tirx.analysis.undefined_vars(inner)}:
+            return node          # a kernel's own thread-invariant condition, not a role branch
         threads = _consumer_threads(inner)
         bar = tirx.Evaluate(T.ptx.bar.sync(tirx.const(CONSUMER_BARRIER, "uint32"), tirx.const(threads, "uint32")))
         consumer = node.else_case
