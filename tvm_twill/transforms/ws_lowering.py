@@ -11,7 +11,9 @@ later TVM adds take effect), with two passes spliced in after FlattenBuffer:
 ``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread
 registers; a no-op on kernels without one, so the pipeline also compiles
 plain wgmma kernels) and the rewrite, which model checks the protocol it
-emitted and refuses the kernel when it fails; and two checks at the end, on
+emitted and refuses the kernel when it fails; ``role_barriers.consumer_barriers_pass`` right after
+TVM's ThreadSync passes (the ``__syncthreads`` ThreadSync placed in the consumer branch -> named
+barriers of the consumer threads); and two checks at the end, on
 the final TIR: no ``__syncthreads`` inside a role branch (TVM's ThreadSync
 runs after the rewrite; the rewrite places its own barriers), and the ring
 protocol read off the final TIR (``ws_compiled``: nothing from the passes'
