@@ -111,22 +111,22 @@ def test_ws_tc_attention_without_a_wait_or_arrive_has_a_finding(fault):
 
 
 @functools.cache
-def _two_groups():
-    """block_m 128 (four mma warps) warp-specialized on sm_80, then given two ordered consumer groups of two
-    warps (FA3's ping-pong; the planner itself keeps one group here: the loop is ALU-bound, two groups reach
-    no smaller ii)."""
+def _two_groups(arch: str = "sm_80", d: int = 64):
+    """block_m 128 (four mma warps) warp-specialized, then given two ordered consumer groups of two warps
+    (FA3's ping-pong; the planner itself keeps one group here: the loop is ALU-bound, two groups reach no
+    smaller ii)."""
     from tvm_twill.model.pipeline import WS_CONSUMER_ORDER
     from tvm_twill.transforms.ws_lowering import emit_and_check
 
-    s = AttentionShape(head_dim=64, causal=True, heads=1, q_len=256, block_m=128, block_n=BN)
+    s = AttentionShape(head_dim=d, causal=True, heads=1, q_len=256, block_m=128, block_n=BN)
     sch = tvm.s_tir.Schedule(fa_forward_tc(s))
     with tvm.transform.PassContext(config=TC_PASS_CONFIG):
-        plan = auto_pipeline(sch, KV_LOOP, "sm_80", warp_specialize=True, time_limit=60, quiet=True)
+        plan = auto_pipeline(sch, KV_LOOP, arch, warp_specialize=True, time_limit=60, quiet=True)
         assert plan.warp_specialization.consumer_order is None
         sch.annotate(sch.get_loops(sch.get_sblock("kv"))[-1], WS_CONSUMER_ORDER, [0, 1])
-        facts, report = emit_and_check(sch.mod, "sm_80")
+        facts, report = emit_and_check(sch.mod, arch)
     with tvm.transform.PassContext(config={"tirx.use_async_copy": 1, **TC_PASS_CONFIG}):
-        f = tvm.compile(sch.mod, target=parse_target("sm_80")[1], tir_pipeline=plan.tir_pipeline)
+        f = tvm.compile(sch.mod, target=parse_target(arch)[1], tir_pipeline=plan.tir_pipeline)
     return s, facts, report, f, f.mod.imports[0].inspect_source()
 
 
@@ -167,3 +167,17 @@ def test_scratch_shared_between_groups_is_not_private():
     assert "overlap" in private_scratch(swap, {"threadIdx.x": 64}, {"threadIdx.x": tx}, 2)
     unbounded = [own[0], tirx.BufferStore(out, tirx.BufferLoad(sh, [tx ^ 1]), [tx])]   # no bound on tx ^ 1
     assert "not bounded" in private_scratch(unbounded, {"threadIdx.x": 64}, {"threadIdx.x": tx}, 2)
+
+
+@pytest.mark.slow
+def test_two_ordered_groups_on_sm90a():
+    from tvm_twill.transforms.sass import ptxas_report
+
+    s, facts, report, f, src = _two_groups("sm_90a", 64)
+    assert facts.order == (0, 1) and report.ok and GROUP_BAR in src
+    spills = [ln for ln in ptxas_report(src, "sm_90a") if "spill" in ln]
+    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills)
+    for n in (0, 3 * BN + 5):
+        rep, err = _emulate(s, f, "sm_90a", n)
+        assert rep.findings == [] and rep.ok, str(rep)
+        assert err < 2e-2

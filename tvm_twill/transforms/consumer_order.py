@@ -25,9 +25,11 @@ exit; the protocol (with the ring) is model checked with these rows
 (``model.protocol``).  The order only restricts interleavings: it cannot
 change values, only deadlock, which the check rules out.  It would interact
 with other block-level barriers in the consumer code, so a body with a
-barrier or a store to shared memory (which ThreadSync would later guard
-with ``__syncthreads``) is refused, as is a wgmma body whose groups are
-not whole warp groups.
+barrier of its own is refused, as is a wgmma body whose groups are not whole
+warp groups.  A body that stores to shared memory (which ThreadSync later
+guards with barriers) is kept only where ``group_scratch`` proves each
+group's shared scratch its own: ``role_barriers`` then gives each group a
+barrier of its own (``8 + c``), which cannot deadlock against the turns.
 """
 from __future__ import annotations
 
