@@ -18,7 +18,10 @@ Needs TVM and nvcc (the emulator runs the PTX nvcc writes); matplotlib for the p
 5. On tensor cores: ``tvm_twill.kernels.fa_forward_tc`` runs both GEMMs on mma.sync (TVM's sm_80 tensor
    intrinsics); its loop has the same Figure-1 shape, and the kernel as planned (the K and V loads as cp.async
    in an earlier stage than the GEMMs) is compiled and emulated against numpy too.
-6. The model's predicted throughput for a realistic problem, next to published FlashAttention figures.
+6. Warp-specialized on tensor cores: ``auto_pipeline(..., warp_specialize=True)`` gives a producer warp
+   streaming K and V through cp.async mbarrier rings and the mma warps as consumers; the consumers' exchanges
+   through shared memory (S, P, the correction) are ordered by a named barrier of the consumer threads.
+7. The model's predicted throughput for a realistic problem, next to published FlashAttention figures.
 """
 from __future__ import annotations
 
@@ -132,6 +135,34 @@ def tensor_cores():
     _emulate(f, shape, "tensor-core attention")
 
 
+def warp_specialized():
+    import tvm
+
+    import tvm_twill
+    from tvm_twill.kernels import KV_LOOP, AttentionShape
+    from tvm_twill.kernels.attention_tc import TC_PASS_CONFIG, fa_forward_tc
+    from tvm_twill.transforms.sass import print_ptxas_report
+
+    shape = AttentionShape(head_dim=64, causal=True, heads=1, q_len=128, block_m=64, block_n=32)
+    sch = tvm.s_tir.Schedule(fa_forward_tc(shape))
+    print("\n== 6. warp-specialized on tensor cores (sm_80)")
+    with tvm.transform.PassContext(config=TC_PASS_CONFIG):
+        plan = tvm_twill.auto_pipeline(sch, KV_LOOP, "sm_80", warp_specialize=True, quiet=True, time_limit=60)
+        f = tvm_twill.build(sch, "sm_80", plan)
+    ws = plan.warp_specialization
+    for role, stmts in ws.roles.items():
+        print(f"{role}: {', '.join(stmts)}")
+    print(f"{ws.facts.consumer_threads} consumer threads, a ring of {ws.ring_depth} slots; consumer groups: "
+          f"{ws.groups_note}")
+    print(f"protocol model check: {'no violation' if ws.protocol.ok else 'FAILED'} in {ws.protocol.states} states")
+    src = f.mod.imports[0].inspect_source()
+    rows = [r.strip() for r in src.splitlines()]
+    for what in ("ws_full_ptr[(ws_k", "ws_empty_ptr[(ws_k", "bar_sync_count_sync((uint)15"):  # wait, release,
+        print(next(r for r in rows if what in r))                                             # named barrier
+    print_ptxas_report(src, "sm_80")
+    _emulate(f, shape, "warp-specialized tensor-core attention")
+
+
 def prediction():
     import tvm
 
@@ -143,7 +174,7 @@ def prediction():
     plan = tvm_twill.auto_pipeline(tvm.s_tir.Schedule(fa_forward_tc(shape)), KV_LOOP, "sm_80", quiet=True,
                                    apply=False, time_limit=60)
     p = plan.prediction()
-    print(f"\n== 6. predicted throughput ({shape.heads} heads x {shape.q_len} queries, head dim 128, sm_80 / A100)")
+    print(f"\n== 7. predicted throughput ({shape.heads} heads x {shape.q_len} queries, head dim 128, sm_80 / A100)")
     print(p.explain())
     print(f"this kernel, by the model: {p.tflops:.0f} TFLOPS (bound: {p.bound})")
     for what, tflops in PUBLISHED:
@@ -163,6 +194,7 @@ def main(argv=None):
         args.out.mkdir(parents=True, exist_ok=True)
     simt(args.out, not args.no_plot)
     tensor_cores()
+    warp_specialized()
     prediction()
 
 

@@ -122,10 +122,11 @@ def test_attention(tmp_path):
     assert "result: applied to loop 'j'" in out and (tmp_path / "attention_plan.png").stat().st_size > 10000
     assert re.search(r"== 3\. the CUDA: \d+ cp\.async call sites", out) and "ptx_cp_async" in out
     assert "0 bytes spill stores, 0 bytes spill loads" in out
-    for label in ("pipelined SIMT attention", "tensor-core attention"):
+    for label in ("pipelined SIMT attention", "tensor-core attention", "warp-specialized tensor-core attention"):
         assert re.search(rf"emulated {label}: ok: 0 findings", out)
-    assert out.count("max |kernel - numpy| = ") == 2
+    assert out.count("max |kernel - numpy| = ") == 3
     assert re.search(r"pipelined build \(tvm_twill_swp TIR pipeline\): \d+ mma\.sync", out)  # the planned TC kernel
+    assert "protocol model check: " in out and "bar_sync_count_sync((uint)15, (uint)64)" in out
     assert re.search(r"this kernel, by the model: \d+ TFLOPS", out)
     assert "FlashAttention-2 on A100" in out and "740 TFLOPS" in out and "645 TFLOPS" in out
 

@@ -97,7 +97,7 @@ def test_order_annotation_must_be_a_permutation():
     for bad in ([0, 0], [1], [0, 2], [0, "x"]):
         sch.annotate(k0, WS_CONSUMER_ORDER, bad)
         with pytest.raises(UnsupportedLoopError, match=re.escape(f"must be a permutation of 0 .. G-1 with "
-                                                                 f"2 <= G <= 15, got {bad}")):
+                                                                 f"2 <= G <= 7, got {bad}")):
             emit_and_check(sch.mod, "sm_80")
         sch.unannotate(k0, WS_CONSUMER_ORDER)
     sch.annotate(k0, WS_CONSUMER_ORDER, [0, 1, 2])

@@ -6,7 +6,9 @@ loop.  ``auto_pipeline(..., warp_specialize=True)`` gives a producer warp stream
 mbarrier rings (cp.async with src-size 0 where the row is past ``n``) and the block's warps as one
 consumer group; the kernel compiles (rings in the source, 0 spills) and runs on the CPU PTX emulator
 against numpy (fp32 softmax) with zero findings over two interleavings, on two CTAs (head dim 64;
-slow: 128 too, and sm_90a).
+slow: 128 too, and sm_90a).  With the staged epilogue (O normalised into a shared tile, then stored by
+other threads) the consumers synchronise among themselves after the loop on a named barrier
+(``transforms.role_barriers``); without that barrier the emulator finds the race.
 """
 import re
 
@@ -26,23 +28,24 @@ from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
 BN = AttentionShape().block_n
 
 
-def _ws_kernel(arch: str, causal: bool, d: int = 64):
+def _ws_kernel(arch: str, causal: bool, d: int = 64, staged: bool = False):
     """(shape, plan, built module, CUDA source) of the warp-specialized kernel: one head, two query
-    blocks (two CTAs), head dim ``d``."""
+    blocks (two CTAs), head dim ``d``; ``staged``: the epilogue through shared memory."""
     s = AttentionShape(head_dim=d, causal=causal, heads=1, q_len=128)
-    sch = tvm.s_tir.Schedule(fa_forward(s))
+    sch = tvm.s_tir.Schedule(fa_forward(s, staged_store=staged))
     plan = auto_pipeline(sch, KV_LOOP, arch, warp_specialize=True, time_limit=60)
     f = tvm_twill.build(sch, arch, plan)
     return s, plan, f, f.mod.imports[0].inspect_source()
 
 
-def _emulate(s: AttentionShape, f, arch: str, n: int, interleavings: int = 2):
+def _emulate(s: AttentionShape, f, arch: str, n: int, interleavings: int = 2, source: str | None = None):
     rng = np.random.default_rng(n)
     q = (rng.standard_normal((s.heads, s.q_len, s.head_dim)) / 8).astype("float16")
     k = rng.standard_normal((s.heads, n, s.head_dim)).astype("float16")
     v = rng.standard_normal((s.heads, n, s.head_dim)).astype("float16")
     o = np.full((s.heads, s.q_len, s.head_dim), np.float16(7))  # every element must be written
-    report = emulator.run(f, q, k, v, o, seed=n, interleavings=interleavings, target=parse_target(arch)[1])
+    report = emulator.run(f, q, k, v, o, seed=n, interleavings=interleavings, target=parse_target(arch)[1],
+                          source=source)
     return report, np.abs(o.astype(np.float32) - attention_reference(q, k, v, s.causal)).max()
 
 
@@ -93,6 +96,43 @@ def test_ws_attention_long_kv_emulates_against_numpy(arch, causal, d):
     report, err = _emulate(s, f, arch, n)
     assert report.findings == [] and report.ok
     assert err < 2e-2
+
+
+NAMED_BAR = "tvm_builtin_ptx_bar_sync_count_sync((uint)15, (uint)64);"   # the consumers' (64 threads)
+
+
+@pytest.fixture(scope="module")
+def staged():
+    return _ws_kernel("sm_80", causal=True, staged=True)
+
+
+def test_ws_attention_staged_epilogue_syncs_the_consumers_on_a_named_barrier(staged):
+    """The normalise -> store hazard after the loop: TVM's ThreadSync places the barrier inside the
+    consumers' branch, retargeted to a named barrier of the 64 consumer threads; the one __syncthreads
+    left is the one after the mbarrier init, outside the role branch."""
+    _, plan, _, src = staged
+    assert plan.applied and plan.warp_specialization.chosen
+    assert src.count("__syncthreads()") == 1
+    after_loop = src[src.rindex("ws_empty_ptr"):]          # past the consumers' last release
+    store = after_loop.index("*(uint4*)(O_ptr")           # the cooperative 16-byte store of O
+    assert NAMED_BAR in after_loop[:store]
+    _check_source(src, "sm_80")
+
+
+@pytest.mark.parametrize("n", [0, 3 * BN + 5])
+def test_ws_attention_staged_epilogue_emulates_against_numpy(staged, n):
+    s, _, f, _ = staged
+    report, err = _emulate(s, f, "sm_80", n)
+    assert report.findings == [] and report.ok
+    assert err < 2e-2
+
+
+def test_ws_attention_staged_epilogue_without_its_barrier_races(staged):
+    s, _, f, src = staged
+    bad = src.replace(NAMED_BAR, ";")
+    assert bad != src
+    report, _ = _emulate(s, f, "sm_80", 2 * BN, source=bad)
+    assert not report.ok and any(type(x).__name__ == "DataRace" for x in report.findings), str(report)
 
 
 def _copy_nest(cond_of):

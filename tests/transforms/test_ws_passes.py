@@ -48,6 +48,33 @@ def _tile_written_twice(A: T.Buffer((256,), "float32"), C: T.Buffer((256,), "flo
                     C[k * 64 + tx] = S[tx]
 
 
+@T.prim_func(s_tir=True)
+def _tile_computed_from_global(A: T.Buffer((256,), "float32"), C: T.Buffer((256,), "float32")):
+    for tx in T.thread_binding(0, 64, thread="threadIdx.x"):
+        for k in T.serial(0, 4, annotations={WS_DEPTH: 2}):
+            with T.sblock("compute"):
+                S = T.sblock_alloc_buffer((64,), dtype="float32", scope="shared")
+                with T.sblock():
+                    S[tx] = A[k * 64 + tx] * T.float32(2)
+                with T.sblock():
+                    C[k * 64 + tx] = S[tx]
+
+
+@T.prim_func(s_tir=True)
+def _scratch_tile(A: T.Buffer((256,), "float32"), C: T.Buffer((256,), "float32")):
+    for tx in T.thread_binding(0, 64, thread="threadIdx.x"):
+        for k in T.serial(0, 4, annotations={WS_DEPTH: 2}):
+            with T.sblock("compute"):
+                S = T.sblock_alloc_buffer((64,), dtype="float32", scope="shared")
+                X = T.sblock_alloc_buffer((64,), dtype="float32", scope="shared")
+                with T.sblock():
+                    S[tx] = A[k * 64 + tx]
+                with T.sblock():
+                    X[tx] = S[tx] * T.float32(2)
+                with T.sblock():
+                    C[k * 64 + tx] = X[63 - tx]
+
+
 def _lower(prim):
     """``prim`` as the WS pass sees it: TVM's s_tir passes up to FlattenBuffer."""
     from tvm_twill.frontend.lowering import pipeline_prefix_passes
@@ -91,7 +118,18 @@ def test_role_split_puts_the_copy_in_the_producer_and_the_rest_in_the_consumer(l
 
 def test_role_split_refuses_a_tile_write_that_is_not_a_global_copy():
     with pytest.raises(UnsupportedLoopError, match="the statement writing 'S' is not a copy from global memory"):
+        find_ws_loop(_lower(_tile_computed_from_global), "sm_90a")
+    with pytest.raises(UnsupportedLoopError, match="'S' is written by a copy and by the loop's compute"):
         find_ws_loop(_lower(_tile_written_twice), "sm_90a")
+
+
+def test_role_split_keeps_a_tile_written_by_compute_with_the_consumer():
+    """A shared scratch tile the loop computes (no global load) is the consumers', allocation included; only
+    the copied tile becomes a ring."""
+    ws = find_ws_loop(_lower(_scratch_tile), "sm_90a")
+    assert [c.dst.name for c in ws.copies] == ["S"] and [a.buffer.name for a in ws.tile_allocs] == ["S"]
+    allocs = [s.buffer.name for s in ws.consumer if isinstance(s, tirx.AllocBuffer)]
+    assert allocs == ["X"] and len(ws.consumer) == 3
 
 
 def test_no_annotated_loop_means_no_roles():

@@ -159,10 +159,12 @@ def _updates(s: AttentionShape, gpu: bool) -> str:
                                     O_acc[r, kk] = O_acc[r, kk] + T.Cast("float32", P[r, cc]) * T.Cast("float32", V_load_s[cc, kk])"""
 
 
-def _script(s: AttentionShape, gpu: bool) -> str:
+def _script(s: AttentionShape, gpu: bool, staged: bool = False) -> str:
     bm, bn, d = s.block_m, s.block_n, s.head_dim
     sh = "shared.dyn" if gpu else "global"
     th = _thread("tx", bm, "threadIdx.x", gpu)
+    staged_alloc = (f'                O_s = T.sblock_alloc_buffer(({bm}, {d}), "float16", scope="{sh}")'
+                    if staged else "")
     return f"""
 @T.prim_func(s_tir=True)
 def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
@@ -181,6 +183,7 @@ def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
                 O_acc = T.sblock_alloc_buffer(({bm}, {d}), "float32", scope="local")
                 m = T.sblock_alloc_buffer(({bm},), "float32", scope="local")
                 l = T.sblock_alloc_buffer(({bm},), "float32", scope="local")
+{staged_alloc}
                 for tx in {th}:
                     for k in T.serial({d}):
                         with T.sblock("init"):
@@ -204,22 +207,51 @@ def fa_forward(q_h: T.handle, k_h: T.handle, v_h: T.handle, o_h: T.handle):
 {_load("V_load", "V", s, gpu)}
 {_scores(s, gpu)}
 {_updates(s, gpu)}
-                for tx in {th}:
+{_epilogue(s, gpu, staged)}
+"""
+
+
+def _epilogue(s: AttentionShape, gpu: bool, staged: bool) -> str:
+    """After the KV loop: O / l (zeros where l = 0) to ``O``, one thread per row; ``staged``: into a shared
+    fp16 tile first, then stored by every thread ``vector`` elements at a time along the rows (coalesced),
+    which needs a barrier between the two (a thread stores what other threads normalised)."""
+    bm, d, v = s.block_m, s.head_dim, s.vector
+    th = _thread("tx", bm, "threadIdx.x", gpu)
+    val = "T.Cast(\"float16\", T.if_then_else(l[r] > T.float32(0), O_acc[r, c] / l[r], T.float32(0)))"
+    if not staged:
+        return f"""                for tx in {th}:
                     for k in T.serial({d}):
                         with T.sblock("store"):
                             r = T.axis.spatial({bm}, tx)
                             c = T.axis.spatial({d}, k)
-                            O[h, qb * {bm} + r, c] = T.Cast("float16", T.if_then_else(l[r] > T.float32(0), O_acc[r, c] / l[r], T.float32(0)))
-"""
+                            O[h, qb * {bm} + r, c] = {val}"""
+    lin = f"(it * {bm * v} + tx * {v} + vv)"
+    return f"""                for tx in {th}:
+                    for k in T.serial({d}):
+                        with T.sblock("normalize"):
+                            r = T.axis.spatial({bm}, tx)
+                            c = T.axis.spatial({d}, k)
+                            O_s[r, c] = {val}
+                for tx in {th}:
+                    for it in T.serial({d // v}):
+                        for vv in T.vectorized({v}):
+                            with T.sblock("store"):
+                                r = T.axis.spatial({bm}, {lin} // {d})
+                                c = T.axis.spatial({d}, {lin} % {d})
+                                O[h, qb * {bm} + r, c] = O_s[r, c]"""
 
 
-def fa_forward(shape: AttentionShape | None = None, *, gpu: bool = True, **kw):
-    """The attention-forward PrimFunc of ``shape`` (or ``AttentionShape(**kw)``); see the module docstring."""
+def fa_forward(shape: AttentionShape | None = None, *, gpu: bool = True, staged_store: bool = False, **kw):
+    """The attention-forward PrimFunc of ``shape`` (or ``AttentionShape(**kw)``); see the module docstring.
+    ``staged_store``: the epilogue normalises O into a shared tile, then every thread stores ``vector``
+    elements of it at a time along the rows (a CTA barrier between the two)."""
     from ..frontend.ir import tvm  # TVM through the front-end's one import point
 
     s = shape if shape is not None else AttentionShape(**kw)
     s.check()
-    return tvm.script.from_source(_script(s, gpu))
+    if staged_store and s.head_dim % s.vector:
+        raise InputError(f"fa_forward: staged_store needs head_dim {s.head_dim} a multiple of vector {s.vector}")
+    return tvm.script.from_source(_script(s, gpu, staged_store))
 
 
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:

@@ -35,8 +35,11 @@ llvm cannot compile this kernel, so it is checked on the emulator.  The kernel a
 compiles too (``tvm_twill.build(sch.mod, arch, plan)``, sm_80 and sm_90a): the plan's TIR pipeline
 (``tvm_twill_swp``) turns the guards TVM puts around the prologue and epilogue of the symbolic trip count into
 loops of 0 or 1 trips, so the barriers ThreadSync places there are not under an ``if``
-(``transforms.swp_lowering.uniform_guard_loops``).  ``fa_forward_tc(shape, tensorize=False)`` returns the loops
-before tensorization (what ``tensorize`` rewrites; the fragments are ``warp``-scope buffers in logical layout).
+(``transforms.swp_lowering.uniform_guard_loops``).  So does the warp-specialized kernel
+(``auto_pipeline(..., warp_specialize=True)`` under ``TC_PASS_CONFIG``: a producer warp on mbarrier rings, the
+mma warps as consumers, their exchanges through the shared tiles ordered by named barriers).
+``fa_forward_tc(shape, tensorize=False)`` returns the loops before tensorization (what ``tensorize`` rewrites;
+the fragments are ``warp``-scope buffers in logical layout).
 """
 from __future__ import annotations
 

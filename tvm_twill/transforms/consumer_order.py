@@ -25,9 +25,11 @@ exit; the protocol (with the ring) is model checked with these rows
 (``model.protocol``).  The order only restricts interleavings: it cannot
 change values, only deadlock, which the check rules out.  It would interact
 with other block-level barriers in the consumer code, so a body with a
-barrier or a store to shared memory (which ThreadSync would later guard
-with ``__syncthreads``) is refused, as is a wgmma body whose groups are
-not whole warp groups.
+barrier of its own is refused, as is a wgmma body whose groups are not whole
+warp groups.  A body that stores to shared memory (which ThreadSync later
+guards with barriers) is kept only where ``group_scratch`` proves each
+group's shared scratch its own: ``role_barriers`` then gives each group a
+barrier of its own (``8 + c``), which cannot deadlock against the turns.
 """
 from __future__ import annotations
 
@@ -35,13 +37,15 @@ from dataclasses import dataclass
 
 from ..frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
 from ..model.pipeline import WS_CONSUMER_ORDER
+from .group_scratch import private_scratch
+from .role_barriers import GROUP_BARRIER
 from .tir_util import op_name, ws_fail
 
 __all__ = ["FIRST_BARRIER", "Ordering", "read_order"]
 
 #: Named barrier of group c: FIRST_BARRIER + c (0 is __syncthreads); the hardware has 16.
 FIRST_BARRIER = 1
-_MAX_GROUPS = 16 - FIRST_BARRIER
+_MAX_GROUPS = GROUP_BARRIER - FIRST_BARRIER  # 8 + c: group c's own barriers, 15: all consumers' (role_barriers)
 _SYNC, _ARRIVE = "tirx.ptx.bar_sync_count", "tirx.ptx.bar_arrive"
 _BARRIERS = ("tirx.tvm_storage_sync", "tirx.cuda.cta_sync", "tirx.cuda.syncthreads_and", "tirx.cuda.syncthreads_or",
              "tirx.ptx.bar_sync", "tirx.ptx.barrier_sync", "tirx.ptx.barrier_sync_count", "tirx.ptx.barrier_arrive",
@@ -61,7 +65,7 @@ def read_order(loop) -> tuple[int, ...] | None:
     return order
 
 
-def _check_body(stmts, wgmma: bool, warps_per_group: int) -> None:
+def _check_body(stmts, wgmma: bool, warps_per_group: int, groups: int, threads) -> None:
     calls, shared = [], []
 
     def on_store(s):
@@ -73,9 +77,13 @@ def _check_body(stmts, wgmma: bool, warps_per_group: int) -> None:
     if calls:
         ws_fail(f"ordered consumer groups: the consumer code already synchronises ({calls[0]}); named-barrier "
               "turns could deadlock against it")
-    if shared:
+    if shared and threads is None:
         ws_fail(f"ordered consumer groups: the consumer writes shared memory ('{shared[0]}'), which needs "
               "block-wide barriers the turns could deadlock against")
+    why = private_scratch(stmts, *threads, groups) if shared else None
+    if why is not None:
+        ws_fail(f"ordered consumer groups: the consumer writes shared memory ('{shared[0]}') and {why}: its "
+                "barriers would span the groups, which the turns could deadlock against")
     if wgmma and warps_per_group % 4:
         ws_fail(f"ordered consumer groups of {warps_per_group} warps split a warp group, and wgmma needs whole "
               "warp groups")
@@ -91,11 +99,13 @@ class Ordering:
     consumer_warps: int
 
     @classmethod
-    def build(cls, order, warp, consumer_warps: int, stmts, wgmma: bool) -> "Ordering":
+    def build(cls, order, warp, consumer_warps: int, stmts, wgmma: bool, threads=None) -> "Ordering":
+        """``threads``: (extent, variable) per thread tag of the consumers' block, for the proof that shared
+        scratch of the body is private to each group (``group_scratch``); None refuses any shared store."""
         g = len(order)
         if consumer_warps % g:
             ws_fail(f"{consumer_warps} consumer warps do not divide into {g} ordered groups")
-        _check_body(stmts, wgmma, consumer_warps // g)
+        _check_body(stmts, wgmma, consumer_warps // g, g, threads)
         return cls(tuple(order), warp, consumer_warps)
 
     @property

@@ -66,6 +66,7 @@ from ..frontend.ir import substitute as _subst
 from ..model.wgmma_layout import ATOM_BYTES
 from . import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
+from .role_barriers import mark_role_branch
 from .tir_util import flatten_seq, i32, path_to, stores, u32, uses_var
 from .ws_barriers import (
     ConsumerLoop,
@@ -127,7 +128,7 @@ def _role_branch(ws: WsLoop, rings: Rings, th: WsThreads, prod: ProducerLoop, co
         *prologue,
         tirx.IfThenElse(th.lin == 0, tirx.SeqStmt(barrier_init(ws, rings, th, prod.full_count)), None),
         tirx.Evaluate(T.tvm_storage_sync("shared")),
-        tirx.IfThenElse(th.warp >= th.consumer_warps, tirx.SeqStmt(producer_role(th, list(prod.stmts))),
+        tirx.IfThenElse(mark_role_branch(th.warp >= th.consumer_warps), tirx.SeqStmt(producer_role(th, list(prod.stmts))),
                         consumer_role(th, branch)),
     ])
 

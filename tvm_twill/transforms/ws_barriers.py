@@ -119,7 +119,8 @@ def consumer_loop(ws: WsLoop, rings: Rings, th: WsThreads, overlap: bool | None)
         overlap = loop_flag(ws.loop, WS_WGMMA_OVERLAP)
     ov = _ov.overlap_groups(stmts, ws.depth) if overlap else None
     order = read_order(ws.loop)
-    od = None if order is None else Ordering.build(order, th.warp, th.consumer_warps, stmts, _ov.has_wgmma(stmts))
+    od = None if order is None else Ordering.build(order, th.warp, th.consumer_warps, stmts, _ov.has_wgmma(stmts),
+                                                 (ws.ext, ws.tvars))
     section = list(stmts if ov is None else ov[0])
     if od is not None:  # ordered consumer groups: my turn, the section, the next group's turn (consumer_order)
         head.append(od.turn())

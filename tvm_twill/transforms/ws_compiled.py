@@ -32,6 +32,7 @@ from __future__ import annotations
 from ..errors import InputError, UnsupportedLoopError
 from ..frontend.ir import const_int, is_shared, scope_of, substitute, tirx, tvm, tvm_ffi
 from ..model.protocol import RingProtocol, check_ring
+from .role_barriers import GROUP_BARRIER
 from .tir_util import flatten_seq, op_name, uses_var
 
 __all__ = ["check_compiled", "read_protocol", "verify_compiled_protocol"]
@@ -261,11 +262,13 @@ def _consumer_warps(f: _Func, branch) -> int:
 def _order(f: _Func, side, cons: dict, warps: int) -> dict:
     """The named-barrier turns of ordered consumer groups (``consumer_order``), or {} without them."""
     seq, reads, loop = cons["seq"], cons["reads"], cons["loop"]
-    turns = [i for i, s in enumerate(seq) if isinstance(s, tirx.Evaluate) and op_name(s.value) == _BAR_SYNC]
+    warp = next((v for v, _ in f.lets if v.name == _ROLE_VAR), None)
+    # barriers GROUP_BARRIER + c and 15 are the consumers' own (role_barriers), not turns
+    turns = [i for i, s in enumerate(seq) if isinstance(s, tirx.Evaluate) and op_name(s.value) == _BAR_SYNC
+             and (f.value(s.value.args[0], [(warp, 0)] if warp is not None else []) or 0) < GROUP_BARRIER]
     passes = [i for i, s in enumerate(seq) if isinstance(s, tirx.IfThenElse) and _calls(s, _BAR_ARRIVE)]
     if not turns:
         return {}
-    warp = next((v for v, _ in f.lets if v.name == _ROLE_VAR), None)
     sync = seq[turns[0]].value
     ids = [f.value(sync.args[0], [(warp, w)]) for w in range(warps)]
     groups = len(set(ids))

@@ -11,7 +11,9 @@ later TVM adds take effect), with two passes spliced in after FlattenBuffer:
 ``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread
 registers; a no-op on kernels without one, so the pipeline also compiles
 plain wgmma kernels) and the rewrite, which model checks the protocol it
-emitted and refuses the kernel when it fails; and two checks at the end, on
+emitted and refuses the kernel when it fails; ``role_barriers.consumer_barriers_pass`` right after
+TVM's ThreadSync passes (the ``__syncthreads`` ThreadSync placed in the consumer branch -> named
+barriers of the consumer threads); and two checks at the end, on
 the final TIR: no ``__syncthreads`` inside a role branch (TVM's ThreadSync
 runs after the rewrite; the rewrite places its own barriers), and the ring
 protocol read off the final TIR (``ws_compiled``: nothing from the passes'
@@ -32,6 +34,7 @@ from ..model.protocol import check_ring
 from . import warp_specialize as _ws
 from .fragments import shrink_thread_fragments_pass
 from .proxy_fence import proxy_fence_pass
+from .role_barriers import consumer_barriers_pass
 from .ws_compiled import check_compiled, verify_compiled_protocol
 
 __all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches",
@@ -118,6 +121,7 @@ def ws_passes() -> list:
     the end (role branches, the compiled ring protocol)."""
     passes = splice_passes(stock_s_tir_passes(), "tirx.FlattenBuffer",
                            [shrink_thread_fragments_pass, warp_specialize_pass])
+    passes = splice_passes(passes, "s_tir.InferFragment", [consumer_barriers_pass], before=True)  # after ThreadSync
     passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [proxy_fence_pass], before=True)
     return passes + [verify_role_branches, verify_compiled_protocol]
 

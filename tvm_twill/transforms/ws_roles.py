@@ -116,14 +116,19 @@ def _thread_bindings(path):
 
 
 def split_roles(loop_body):
-    """The loop body -> (producer Copy tuple, consumer statements, AllocBuffers of the copied shared tiles)."""
+    """The loop body -> (producer Copy tuple, consumer statements, AllocBuffers of the copied shared tiles).
+
+    A statement that writes a shared tile of the loop and loads from global memory is a producer copy (or
+    refused when it is not a plain copy nest); one that only computes into a shared tile (scratch such as
+    a score tile exchanged between the consumer threads) stays with the consumer, its tile too."""
     body = flatten_seq(loop_body)
     tiles = [s.buffer for s in body if isinstance(s, tirx.AllocBuffer) and s.buffer.scope().startswith("shared")]
     copies, consumer = [], []
     for s in body:
         if isinstance(s, tirx.AllocBuffer) and any(s.buffer.same_as(b) for b in tiles):
+            consumer.append(s)     # a copied tile's allocation is taken out below
             continue
-        c = parse_copy(s, tiles)
+        c = parse_copy(s, tiles) if _loads_global(s) else None
         (copies if c is not None else consumer).append(c if c is not None else s)
     if not copies:
         ws_fail("the loop has no global->shared copy to hand to a producer warp")
@@ -132,9 +137,17 @@ def split_roles(loop_body):
         for st in stores(s):
             if any(st.buffer.same_as(b) for b in written):
                 ws_fail(f"'{st.buffer.name}' is written by a copy and by the loop's compute")
-    tiles = [b for b in tiles if any(b.same_as(w) for w in written)]
-    tile_allocs = [s for s in body if isinstance(s, tirx.AllocBuffer) and any(s.buffer.same_as(b) for b in tiles)]
+    tile_allocs = [s for s in consumer if isinstance(s, tirx.AllocBuffer) and any(s.buffer.same_as(b) for b in written)]
+    consumer = [s for s in consumer if not any(s.same_as(a) for a in tile_allocs)]
     return tuple(copies), tuple(consumer), tuple(tile_allocs)
+
+
+def _loads_global(stmt) -> bool:
+    """Does ``stmt`` load from a global buffer?"""
+    hit = []
+    tvm_ffi.structural_walk(stmt, [(tvm.ir.expr.TensorLoad, lambda x: hit.append(1) if x.source.scope() in
+                                    ("", "global") else None)])
+    return bool(hit)
 
 
 def _copy_engine(caps: ArchCaps, copies, thread_vars) -> bool:
