@@ -2,10 +2,12 @@
 
 The TVM wheel is too large to carry to the GPU machine, so ``bench/gemm_gpu.py --export``
 compiles the kernels with TVM here and writes their CUDA source and launch
-configuration; this script (CuPy + torch + nvcc, which the GPU machine has)
-builds each with ``nvcc -cubin``, launches it on torch tensors, checks the
-result against torch (fp32) and numpy (a row slice), and times it against
-``torch.matmul`` (cuBLAS).
+configuration; this script (torch + nvcc, which the GPU machine has; CuPy when
+installed, else the driver through ctypes, ``bench/cuda_driver.py``; cuda-python
+for the kernels with tensor maps) builds each with ``nvcc -cubin``, launches it
+on torch tensors, checks the result against torch (fp32) and numpy (a row
+slice), times it against ``torch.matmul`` (cuBLAS) and prints the model's
+predicted TFLOPS (the manifest's ``prediction``) next to the measured.
 
 Each variant (and the cuBLAS baseline) runs in its own process with a time
 limit (``--timeout``), so a kernel that faults or hangs cannot poison the
