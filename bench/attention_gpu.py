@@ -128,11 +128,14 @@ def export(out: Path, arch: str, time_limit: float, *, heads: int = HEADS, q_len
         v = {**spec, "cu": f"{spec['name']}.cu", "block_n": shape.block_n, "block_m": shape.block_m,
              **launch_record(f, shape), "annotation": plan.annotations if plan is not None else {},
              "prediction": record(plan if plan is not None else serial(sch, sch.get_loops(sch.get_sblock("kv"))[-1],
-                                                                         arch), regs)}
+                                                                         arch), regs,
+                                 tensor_cores=spec["family"] == "tc")}
         man["variants"].append(v)
         p = v["prediction"]
         print(f"{arch} {spec['name']:24s} grid {v['grid']} block {v['block']} smem {v['dyn_smem']:6d} B  "
               f"regs {regs}  predicted {p['tflops']} TFLOPS ({p['bound']}, {p['machine']})", flush=True)
+        if p.get("note"):
+            print(f"    {p['note']}")
         (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     (out / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     return 0

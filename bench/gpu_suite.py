@@ -181,9 +181,9 @@ def _predicted(r: dict) -> str:
 
 
 def emulate(kernels: Path, results: Path | None, blocks, seed: int, interleavings: int, only=None,
-            kv_len: int = 101) -> int:
-    """``emulate_variant`` for every prepared kernel (of ``only``, if given), the attention kernels at KV length
-    ``kv_len``; results JSON only when asked."""
+            kv_len: int = 101, parts=PARTS) -> int:
+    """``emulate_variant`` for every prepared kernel (of ``only`` and ``parts``, if given), the attention kernels
+    at KV length ``kv_len``; results JSON only when asked."""
     sys.path.insert(0, str(ROOT))
     archs = [a for a in ARCHS if (kernels / a / "manifest.json").is_file()
              or (kernels / a / "attention" / "manifest.json").is_file()]
@@ -194,7 +194,7 @@ def emulate(kernels: Path, results: Path | None, blocks, seed: int, interleaving
     status = 0
     for arch in archs:
         for part, kdir in (("gemm", kernels / arch), ("attention", kernels / arch / "attention")):
-            if not (kdir / "manifest.json").is_file():
+            if part not in parts or not (kdir / "manifest.json").is_file():
                 continue
             man = json.loads((kdir / "manifest.json").read_text())
             doc = {"mode": "emulated (tvm_twill.emulator, no GPU)", "arch": man["arch"], "commit": man.get("commit"),
@@ -245,13 +245,14 @@ def main(argv=None) -> int:
     e.add_argument("--seed", type=int, default=0, help="inputs and schedules seed")
     e.add_argument("--interleavings", type=int, default=1, help="seeded schedules per kernel")
     e.add_argument("--variant", action="append", help="only these variants")
+    e.add_argument("--part", action="append", choices=PARTS, help="only these parts (default: all)")
     e.add_argument("--kv-len", type=int, default=101, help="the attention kernels' KV length (default 101)")
     e.add_argument("--save", action="store_true", help="write bench/results/emulated_{gemm,attention}_<arch>.json")
     e.add_argument("--results", type=Path, default=ROOT / "bench" / "results", help="where --save writes")
     args = ap.parse_args(argv)
     if args.cmd == "emulate":
         return emulate(args.kernels, args.results if args.save else None, args.blocks, args.seed,
-                       args.interleavings, args.variant, args.kv_len)
+                       args.interleavings, args.variant, args.kv_len, tuple(args.part or PARTS))
     if args.cmd == "prepare":
         return prepare(args.out, args.time_limit, tuple(args.part or PARTS))
     return run(args.kernels, args.results)

@@ -15,8 +15,10 @@ import re
 __all__ = ["annotated", "ptxas_registers", "record", "serial"]
 
 
-def record(obj, registers: int | None = None) -> dict:
-    """The manifest's ``prediction`` of a PipelinePlan or of an ``evaluate_annotation`` result."""
+def record(obj, registers: int | None = None, *, tensor_cores: bool = True) -> dict:
+    """The manifest's ``prediction`` of a PipelinePlan or of an ``evaluate_annotation`` result.
+    ``tensor_cores=False``: the kernel has no tensor-core instruction, so its FLOP run on the CUDA cores:
+    the record adds their peak (``cuda_core_peak_tflops``) and a ``note`` when the prediction is above it."""
     from tvm_twill.roofline import plan_prediction
 
     machine = obj.extraction.machine
@@ -28,8 +30,15 @@ def record(obj, registers: int | None = None) -> dict:
         p = plan_prediction(obj.extraction, None, obj.ii_cycles, smem_bytes=obj.smem_bytes,
                             registers=registers or machine.regs_per_thread_max)
         ii = obj.ii_cycles
-    return {**p.to_dict(), "flops_per_iteration": p.flops_per_iteration, "ii_cycles": ii,
-            "machine": machine.name, "registers": registers, "peak_tflops": round(p.peak_tflops, 1)}
+    out = {**p.to_dict(), "flops_per_iteration": p.flops_per_iteration, "ii_cycles": ii,
+           "machine": machine.name, "registers": registers, "peak_tflops": round(p.peak_tflops, 1)}
+    if not tensor_cores:
+        c = machine.costs
+        out["cuda_core_peak_tflops"] = peak = round(2 * c.fma_per_clock * c.sms * c.clock_ghz / 1e3, 1)
+        if p.tflops > peak:
+            out["note"] = (f"predicted {p.tflops:.0f} TFLOPS is above the {peak:.0f} TFLOPS of the CUDA cores this "
+                           f"kernel runs on: the model costs its FMA loops as tensor-core GEMMs")
+    return out
 
 
 def annotated(sch, loop, arch: str):

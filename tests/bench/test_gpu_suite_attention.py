@@ -62,6 +62,8 @@ def test_the_manifest_carries_n_the_baseline_and_the_prediction(prepared):
     simt, tc = man["variants"][:2]
     assert tc["family"] == "tc" and tc["causal"] and simt["family"] == "simt" and not simt["causal"]
     assert tc["block"] == [32, 2, 1] and simt["block"] == [64, 1, 1]
+    # the SIMT kernel runs its FLOP on the CUDA cores: their peak (2 x 64 FMA x 108 SMs x 1.41 GHz) is recorded
+    assert simt["prediction"]["cuda_core_peak_tflops"] == 19.5 and "cuda_core_peak_tflops" not in tc["prediction"]
 
 
 def test_emulate_runs_the_attention_kernels_and_catches_the_planted_bug(prepared, tmp_path):
