@@ -140,3 +140,16 @@ def test_past_the_deadline_nothing_starts(tmp_path):
     assert run.main([str(tmp_path), "--out", str(out), "--deadline", "1"]) == 2  # 1970: long past
     doc = json.loads(out.read_text())
     assert {r["error"] for r in doc["results"]} == {"the suite's time budget is spent"}
+
+
+@pytest.mark.parametrize("script", ["gpu_attention_run.py", "gpu_gemm_run.py", "cuda_driver.py", "common.py"])
+def test_gpu_side_code_imports_neither_tvm_nor_tvm_twill(script):
+    """What runs on the GPU machine (torch, nvcc, the driver; no TVM wheel) imports no TVM, at any depth."""
+    import ast
+
+    tree = ast.parse((ROOT / "bench" / script).read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert names and not [m for m in names if m.split(".")[0] in ("tvm", "tvm_twill", "tvm_ffi")]
+    local = {m for m in names if (ROOT / "bench" / f"{m}.py").is_file()}
+    assert local <= {"gpu_gemm_run", "cuda_driver", "common"}  # bench modules it loads: these files, checked too
