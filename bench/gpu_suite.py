@@ -107,7 +107,12 @@ def run(kernels: Path, results: Path, budget_s: float = BUDGET_S) -> int:
         cmd = [sys.executable, str(ROOT / "bench" / script), str(kdir), "--out", str(out), "--timeout",
                str(VARIANT_TIMEOUT_S), "--deadline", str(deadline)]
         print("+", " ".join(cmd), flush=True)
+        if time.time() >= deadline:
+            print(f"gpu_suite: the {budget_s:.0f} s budget is spent: {out.name} not written", file=sys.stderr)
+            continue
         rc = subprocess.run(cmd, check=False).returncode
+        if rc == 2 and time.time() >= deadline:  # every variant past the deadline: not a verdict
+            continue
         if rc == 2:  # no GPU / missing packages: one line already printed
             print(f"gpu_suite: without a GPU, `gpu_suite.py emulate {kernels}` runs the numerics on the emulator",
                   file=sys.stderr)

@@ -153,3 +153,19 @@ def test_gpu_side_code_imports_neither_tvm_nor_tvm_twill(script):
     assert names and not [m for m in names if m.split(".")[0] in ("tvm", "tvm_twill", "tvm_ffi")]
     local = {m for m in names if (ROOT / "bench" / f"{m}.py").is_file()}
     assert local <= {"gpu_gemm_run", "cuda_driver", "common"}  # bench modules it loads: these files, checked too
+
+
+def test_the_suite_runs_each_prepared_part_and_nothing_past_its_budget(tmp_path, capsys):
+    suite = _load("gpu_suite")
+    k = tmp_path / "k"
+    for arch in suite.ARCHS:
+        (k / arch / "attention").mkdir(parents=True)
+        (k / arch / "manifest.json").write_text("{}")
+        (k / arch / "attention" / "manifest.json").write_text("{}")
+    steps = [(script, out.name) for script, _, out in suite._steps(k, tmp_path / "r")]
+    assert steps == [("gpu_gemm_run.py", "gpu_gemm_sm_90a.json"), ("gpu_attention_run.py", "gpu_attention_sm_90a.json"),
+                     ("gpu_gemm_run.py", "gpu_gemm_sm_80.json"), ("gpu_attention_run.py", "gpu_attention_sm_80.json")]
+    assert suite.BUDGET_S < 20 * 60
+    assert suite.run(k, tmp_path / "r", budget_s=0) == 0
+    assert not (tmp_path / "r").exists()
+    assert capsys.readouterr().err.count("budget is spent") == 4
