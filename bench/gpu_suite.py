@@ -38,7 +38,8 @@ then is reported ``not run`` (not a verdict on the kernel).
 
 Without a GPU, ``emulate`` runs the same numerics on the CPU, on tvm_twill's PTX emulator (needs nvcc
 and the package, not TVM): each prepared kernel's PTX on a few of its CTAs (``--blocks``; the 4096^3
-problem is minutes per CTA on the CPU; the attention kernels at the short ragged KV length ``--kv-len``),
+problem is minutes per CTA on the CPU; the attention kernels at the KV lengths ``--kv-len``: 101, ragged,
+5, fewer tiles than the pipeline's stages, and 0),
 on seeded random inputs, the rows and columns it wrote compared against numpy, and every emulator finding
 (race, deadlock, missing proxy fence, ...) reported, next to each kernel's predicted TFLOPS (the emulator
 gives no timings); exit 1 if a kernel is wrong or has a finding.  ``--save`` writes
@@ -185,10 +186,23 @@ def _predicted(r: dict) -> str:
     return f"  predicted {p['tflops']} TFLOPS ({p['bound']}, {p['machine']})" if p else ""
 
 
+def _emulated(part: str, kdir: Path, man: dict, v: dict, blocks, seed: int, interleavings: int, kv_lens):
+    """(result, error text) of each emulation of variant ``v``: a GEMM once, an attention kernel per KV length."""
+    if part == "gemm":
+        r = emulate_variant(kdir, man, v, blocks, seed, interleavings)
+        yield r, f"rel err {r['max_rel_err']:.2e}"
+        return
+    sys.path.insert(0, str(ROOT / "bench"))
+    from attention_gpu import emulate_variant as emulate_attention
+    for n in kv_lens:
+        r = emulate_attention(kdir, man, v, n, blocks, seed, interleavings)
+        yield r, f"abs err {r['max_abs_err']:.2e} (n {n})"
+
+
 def emulate(kernels: Path, results: Path | None, blocks, seed: int, interleavings: int, only=None,
-            kv_len: int = 101, parts=PARTS) -> int:
+            kv_lens=(101, 5, 0), parts=PARTS) -> int:
     """``emulate_variant`` for every prepared kernel (of ``only`` and ``parts``, if given), the attention kernels
-    at KV length ``kv_len``; results JSON only when asked."""
+    at each KV length of ``kv_lens``; results JSON only when asked."""
     sys.path.insert(0, str(ROOT))
     archs = [a for a in ARCHS if (kernels / a / "manifest.json").is_file()
              or (kernels / a / "attention" / "manifest.json").is_file()]
@@ -208,20 +222,13 @@ def emulate(kernels: Path, results: Path | None, blocks, seed: int, interleaving
             for v in man["variants"]:
                 if only and v["name"] not in only:
                     continue
-                if part == "gemm":
-                    r = emulate_variant(kdir, man, v, blocks, seed, interleavings)
-                    err = f"rel err {r['max_rel_err']:.2e}"
-                else:
-                    sys.path.insert(0, str(ROOT / "bench"))
-                    from attention_gpu import emulate_variant as emulate_attention
-                    r = emulate_attention(kdir, man, v, kv_len, blocks, seed, interleavings)
-                    err = f"abs err {r['max_abs_err']:.2e} (n {kv_len})"
-                doc["results"].append(r)
-                print(f"{arch} {r['variant']:24s} {r['status']:5s} {err}  {len(r['findings'])} findings  "
-                      f"{r['instructions']} warp instr  {r['seconds']:.1f} s{_predicted(r)}", flush=True)
-                for f in r["findings"]:
-                    print(f"    {f}")
-                status = status or int(r["status"] != "ok")
+                for r, err in _emulated(part, kdir, man, v, blocks, seed, interleavings, kv_lens):
+                    doc["results"].append(r)
+                    print(f"{arch} {r['variant']:24s} {r['status']:5s} {err}  {len(r['findings'])} findings  "
+                          f"{r['instructions']} warp instr  {r['seconds']:.1f} s{_predicted(r)}", flush=True)
+                    for f in r["findings"]:
+                        print(f"    {f}")
+                    status = status or int(r["status"] != "ok")
             if results is not None:
                 results.mkdir(parents=True, exist_ok=True)
                 (results / f"emulated_{part}_{arch}.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -251,7 +258,8 @@ def main(argv=None) -> int:
     e.add_argument("--interleavings", type=int, default=1, help="seeded schedules per kernel")
     e.add_argument("--variant", action="append", help="only these variants")
     e.add_argument("--part", action="append", choices=PARTS, help="only these parts (default: all)")
-    e.add_argument("--kv-len", type=int, default=101, help="the attention kernels' KV length (default 101)")
+    e.add_argument("--kv-len", type=int, nargs="+", default=[101, 5, 0],
+                   help="the attention kernels' KV lengths (default 101 5 0: ragged, fewer tiles than stages, none)")
     e.add_argument("--save", action="store_true", help="write bench/results/emulated_{gemm,attention}_<arch>.json")
     e.add_argument("--results", type=Path, default=ROOT / "bench" / "results", help="where --save writes")
     args = ap.parse_args(argv)
