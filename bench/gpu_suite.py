@@ -217,7 +217,8 @@ def emulate(kernels: Path, results: Path | None, blocks, seed: int, interleaving
                 continue
             man = json.loads((kdir / "manifest.json").read_text())
             doc = {"mode": "emulated (tvm_twill.emulator, no GPU)", "arch": man["arch"], "commit": man.get("commit"),
-                   "results": []}
+                   "command": " ".join(["python", "bench/gpu_suite.py", *sys.argv[1:]]),
+                   "prepare_command": man.get("command"), "results": []}
             doc.update({k: man[k] for k in ("M", "N", "K", "heads", "q_len") if k in man})
             for v in man["variants"]:
                 if only and v["name"] not in only:
