@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from common import git_commit, median_cuda_ms  # noqa: E402
+from predicted import ptxas_registers, record, serial  # noqa: E402
+
 try:
     import tvm_twill  # noqa: F401
 except ImportError:  # a source checkout without `pip install -e .`
@@ -35,7 +37,8 @@ except ImportError:  # a source checkout without `pip install -e .`
 
 N = 4096
 def variants(arch: str, time_limit: float):
-    """(name, schedule, annotations, model II in cycles, TIR pipeline, tensor maps) for the kernels: six on
+    """(name, schedule, annotations, model II in cycles, TIR pipeline, tensor maps, the plan or the
+    ``evaluate_annotation`` of the kernel as compiled, for its prediction) for the kernels: six on
     every arch, nine on sm_90a (the wgmma GEMM, plain and warp-specialized with and without the 128-byte
     swizzled rings).  Tensor maps: the
     ``TensorMapSpec.to_json()`` of each TMA tensor copy, which a launcher outside TVM must encode."""
@@ -49,16 +52,16 @@ def variants(arch: str, time_limit: float):
         anns = {"k0": plan.annotations if plan.applied else {}}
         if plan.inner:
             anns["k1"] = plan.inner[0].annotations if plan.inner[0].applied else {}
-        out.append((f"auto_{loop}", sch, anns, plan.ii_cycles, None, []))
+        out.append((f"auto_{loop}", sch, anns, plan.ii_cycles, None, [], plan))
         sch, k0, k1 = tensorcore_gemm(N, hand=loop)
-        out.append((f"hand_{loop}", sch, TVM_HAND_ANNOTATIONS[loop],
-                    tvm_twill.evaluate_annotation(sch, k0, arch).ii_cycles, None, []))
+        ev = tvm_twill.evaluate_annotation(sch, k0, arch)
+        out.append((f"hand_{loop}", sch, TVM_HAND_ANNOTATIONS[loop], ev.ii_cycles, None, [], ev))
     # warp-specialized: producer warp + mbarrier ring on k0, the inner loop software-pipelined
     sch, k0, k1 = tensorcore_gemm(N)
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], arch, time_limit=time_limit, warp_specialize=True)
     anns = {"k0": plan.annotations, "k1": plan.inner[0].annotations if plan.inner[0].applied else {}}
     out.append(("auto_nested_ws", sch, anns, plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline,
-                _maps(plan)))
+                _maps(plan), plan))
     # the same kernel with its 4 consumer warps as 2 groups taking turns (named barriers, group 1 first):
     # the planner keeps one group here (no gain in the model), so the order is forced, for its numerics
     from tvm_twill.model.pipeline import WS_CONSUMER_ORDER
@@ -70,17 +73,17 @@ def variants(arch: str, time_limit: float):
     anns = {"k0": {**plan.annotations, WS_CONSUMER_ORDER: [1, 0]},
             "k1": plan.inner[0].annotations if plan.inner[0].applied else {}}
     out.append(("auto_nested_ws_ordered", sch, anns, plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline,
-                [m.to_json() for m in facts.tensor_maps]))
+                [m.to_json() for m in facts.tensor_maps], plan))
     if arch == "sm_90a":  # wgmma consumers (B stored N x K: C = A @ B^T), plain and warp-specialized
         from tvm_twill.transforms.ws_lowering import WS_PIPELINE
         from tvm_twill.workloads import wgmma_gemm
         sch, k0, _ = wgmma_gemm(N)
-        out.append(("wgmma_plain", sch, {}, tvm_twill.auto_pipeline(sch, k0, arch, apply=False).ii_cycles,
-                    WS_PIPELINE, []))
+        ev = serial(sch, k0, arch)  # the kernel as compiled: the loop unpipelined
+        out.append(("wgmma_plain", sch, {}, ev.ii_cycles, WS_PIPELINE, [], ev))
         sch, k0, _ = wgmma_gemm(N)
         plan = tvm_twill.auto_pipeline(sch, k0, arch, time_limit=time_limit, warp_specialize=True)
         out.append(("wgmma_ws", sch, {"k0": plan.annotations}, plan.warp_specialization.ii_ws_cycles,
-                    plan.tir_pipeline, _maps(plan)))
+                    plan.tir_pipeline, _maps(plan), plan))
         # the same kernel with the rings in the consumer's own no-swizzle layout (3-d TMA boxes of 16-byte
         # rows): the GPU run compares the two layouts' numerics and times
         from tvm_twill.model.pipeline import WS_SWIZZLE
@@ -88,7 +91,7 @@ def variants(arch: str, time_limit: float):
         sch.annotate(k0, WS_SWIZZLE, 0)
         plan = tvm_twill.auto_pipeline(sch, k0, arch, time_limit=time_limit, warp_specialize=True)
         out.append(("wgmma_ws_noswizzle", sch, {"k0": {**plan.annotations, WS_SWIZZLE: 0}},
-                    plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline, _maps(plan)))
+                    plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline, _maps(plan), plan))
     return out
 
 
@@ -108,8 +111,9 @@ def export(args) -> int:
     d.mkdir(parents=True, exist_ok=True)
     man = {"M": N, "N": N, "K": N, "b_transposed": False, "arch": args.arch, "commit": git_commit(),
            "command": " ".join([sys.executable, *sys.argv]), "variants": []}
-    for name, sch, anns, model_ii, pipeline, tmaps in variants(args.arch, args.time_limit):
+    for name, sch, anns, model_ii, pipeline, tmaps, planned in variants(args.arch, args.time_limit):
         _, src = compile_cuda(sch, args.arch, tir_pipeline=pipeline)
+        pred = record(planned, ptxas_registers(src, args.arch))
         info = kernel_info(sch, args.arch, tir_pipeline=pipeline)
         sig = re.search(r'extern "C" __global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(([^)]*)\)', src)
         params = [p.split()[-1].removesuffix("_ptr") for p in sig.group(2).split(",")]
@@ -117,8 +121,9 @@ def export(args) -> int:
         man["variants"].append({"name": name, "cu": f"{name}.cu", "kernel": sig.group(1), "grid": list(info.grid),
                                 "block": list(info.block), "dyn_smem": info.dyn_smem, "args": params,
                                 "annotation": anns, "model_ii_cycles": model_ii,
-                                "b_transposed": name in B_TRANSPOSED, "tensor_maps": tmaps})
-        print(f"{name:14s} grid {info.grid} block {info.block} smem {info.dyn_smem:6d} B  model II {model_ii}  {anns}")
+                                "b_transposed": name in B_TRANSPOSED, "tensor_maps": tmaps, "prediction": pred})
+        print(f"{name:14s} grid {info.grid} block {info.block} smem {info.dyn_smem:6d} B  model II {model_ii}  "
+              f"predicted {pred['tflops']} TFLOPS ({pred['bound']}, {pred['machine']})  {anns}")
     (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
     print(f"wrote {d / 'manifest.json'}; run on the GPU machine: python bench/gpu_gemm_run.py {d} --out "
           f"bench/results/gemm_gpu.json")
@@ -154,7 +159,7 @@ def run(args) -> int:
         ref = a_np.astype("float32") @ b_np.astype("float32")
     flop = 2.0 * N ** 3
     rows = []
-    for name, sch, anns, model_ii, pipeline, _ in variants(arch, args.time_limit):
+    for name, sch, anns, model_ii, pipeline, _, _ in variants(arch, args.time_limit):
         f, _ = compile_cuda(sch, arch, tir_pipeline=pipeline)
         b_in = np.ascontiguousarray(b_np.T) if name in B_TRANSPOSED else b_np
         a, b = tvm.runtime.tensor(a_np, dev), tvm.runtime.tensor(b_in, dev)

@@ -2,10 +2,12 @@
 
 The TVM wheel is too large to carry to the GPU machine, so ``bench/gemm_gpu.py --export``
 compiles the kernels with TVM here and writes their CUDA source and launch
-configuration; this script (CuPy + torch + nvcc, which the GPU machine has)
-builds each with ``nvcc -cubin``, launches it on torch tensors, checks the
-result against torch (fp32) and numpy (a row slice), and times it against
-``torch.matmul`` (cuBLAS).
+configuration; this script (torch + nvcc, which the GPU machine has; CuPy when
+installed, else the driver through ctypes, ``bench/cuda_driver.py``; cuda-python
+for the kernels with tensor maps) builds each with ``nvcc -cubin``, launches it
+on torch tensors, checks the result against torch (fp32) and numpy (a row
+slice), times it against ``torch.matmul`` (cuBLAS) and prints the model's
+predicted TFLOPS (the manifest's ``prediction``) next to the measured.
 
 Each variant (and the cuBLAS baseline) runs in its own process with a time
 limit (``--timeout``), so a kernel that faults or hangs cannot poison the
@@ -25,6 +27,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 #: The line prefix a variant's process prints its JSON result after.
@@ -41,7 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="JSON results file (rewritten after each variant)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per variant's process")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per variant's process")
+    ap.add_argument("--deadline", type=float, default=None, help="epoch seconds: no variant starts after it")
     ap.add_argument("--variant", help=argparse.SUPPRESS)  # internal: run this one variant here, print its result
     args = ap.parse_args(argv)
     kdir = Path(args.kernels)
@@ -56,7 +60,8 @@ def main(argv=None) -> int:
            "warmup": args.warmup, "iters": args.iters, "timeout_s": args.timeout,
            "timing": "median of CUDA-event times", "results": []}
     print(f"{man['M']}x{man['N']}x{man['K']} fp16 -> fp32, commit {doc['commit']}")
-    print(f"{'variant':40s} {'status':8s} {'ms':>8s} {'TFLOP/s':>8s} {'rel err':>9s} {'regs':>5s} {'spill':>5s}")
+    print(f"{'variant':40s} {'status':8s} {'ms':>8s} {'TFLOP/s':>8s} {'rel err':>9s} {'regs':>5s} {'spill':>5s} "
+          f"{'pred':>8s} {'pred err':>9s} bound")
     for name in [v["name"] for v in man["variants"]] + [BASELINE]:
         r = isolated(kdir, name, args)
         for key in ("device", "arch", "torch", "cupy"):
@@ -72,13 +77,22 @@ def main(argv=None) -> int:
     return 1 if any(s in FAILING for s in statuses) else 0
 
 
+def remaining(deadline: float | None, timeout: float) -> float:
+    """Seconds a step may take: ``timeout``, less when the suite's ``deadline`` (epoch seconds) is nearer."""
+    return timeout if deadline is None else min(timeout, deadline - time.time())
+
+
 def isolated(kdir: Path, name: str, args) -> dict:
-    """Run variant ``name`` in a fresh process (this script with ``--variant``) under ``args.timeout``."""
+    """Run variant ``name`` in a fresh process (this script with ``--variant``) under ``args.timeout`` (less
+    when ``args.deadline`` is nearer; past it the variant is ``not run``)."""
+    left = remaining(getattr(args, "deadline", None), args.timeout)
+    if left <= 0:
+        return {"variant": name, "status": "not run", "error": "the suite's time budget is spent"}
     cmd = child_command(kdir, name, args)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=left, check=False)
     except subprocess.TimeoutExpired:
-        return {"variant": name, "status": "timeout", "error": f"no result within {args.timeout:g} s"}
+        return {"variant": name, "status": "timeout", "error": f"no result within {left:.0f} s"}
     for line in reversed(p.stdout.splitlines()):
         if line.startswith(RESULT):
             return json.loads(line[len(RESULT):])
@@ -103,23 +117,28 @@ def print_row(r: dict) -> None:
         why = str(r.get("error") or "").strip().splitlines()
         print(f"{r['variant']:40s} {r['status']:8s} {why[0][:80] if why else ''}", flush=True)
         return
+    p = r.get("predicted_vs_measured") or {}
+    pred = f"{p['predicted_tflops']:8.1f} {100 * p['error']:+8.0f}%" if p.get("error") is not None else f"{'-':>18s}"
     print(f"{r['variant']:40s} {r['status']:8s} {r['ms']:8.3f} {r['tflops']:8.1f} "
           f"{r.get('max_rel_err', float('nan')):9.2e} {str(r.get('registers', '')):>5s} "
-          f"{str(r.get('spill_bytes', '')):>5s}", flush=True)
+          f"{str(r.get('spill_bytes', '')):>5s} {pred} {p.get('bound') or ''}", flush=True)
 
 
 def _modules(variant: dict | None):
     """The modules a variant needs, imported; a missing one is returned as its name."""
     import importlib
 
-    names = ["numpy", "torch"] + (["cuda.bindings.driver"] if variant and variant.get("tensor_maps") else
-                                  ["cupy"] if variant else [])
+    names = ["numpy", "torch"] + (["cuda.bindings.driver"] if variant and variant.get("tensor_maps") else [])
     mods = {}
     for n in names:
         try:
             mods[n] = importlib.import_module(n)
         except ImportError:
             return n
+    try:  # optional: without it, plain kernels launch through the driver by ctypes (bench/cuda_driver.py)
+        mods["cupy"] = importlib.import_module("cupy")
+    except ImportError:
+        pass
     return mods
 
 
@@ -181,10 +200,21 @@ def _check_and_time(kdir, man, v, arch, mods, A, Bm, warmup, iters, median_cuda_
     np_err = float(np.abs(C[rows].cpu().numpy() - ref_np).max())
     correct = rel < 1e-3 and np_err / float(np.abs(ref_np).max()) < 1e-3
     ms = median_cuda_ms(launch, torch, warmup, iters)
-    return {"status": "ok" if correct else "wrong", "correct": correct, "ms": ms,
-            "tflops": 2.0 * M * N * K / ms / 1e9, "max_abs_err": err, "max_rel_err": rel, "numpy_max_abs_err": np_err,
+    tflops = 2.0 * M * N * K / ms / 1e9
+    return {"status": "ok" if correct else "wrong", "correct": correct, "ms": ms, "tflops": tflops,
+            "prediction": v.get("prediction"), "predicted_vs_measured": predicted_vs_measured(v.get("prediction"),
+                                                                                               tflops), "max_abs_err": err, "max_rel_err": rel, "numpy_max_abs_err": np_err,
             "registers": int(regs[0]) if regs else None, "spill_bytes": int(spills[0]) if spills else None,
             "annotation": v.get("annotation")}
+
+
+def predicted_vs_measured(pred: dict | None, measured_tflops: float) -> dict:
+    """The model's TFLOPS (``plan.prediction()``, recorded by ``prepare``) next to the measured, with the error
+    (predicted / measured - 1; None without a prediction)."""
+    if not pred or not measured_tflops:
+        return {"predicted_tflops": None, "measured_tflops": measured_tflops, "error": None}
+    return {"predicted_tflops": pred["tflops"], "measured_tflops": measured_tflops, "bound": pred.get("bound"),
+            "machine": pred.get("machine"), "error": pred["tflops"] / measured_tflops - 1.0}
 
 
 def launcher(cubin, v: dict, bufs: dict, torch, cupy):
@@ -192,6 +222,12 @@ def launcher(cubin, v: dict, bufs: dict, torch, cupy):
     through CuPy."""
     if v.get("tensor_maps"):
         return driver_launcher(cubin, v, bufs, torch)
+    if cupy is None:
+        from cuda_driver import Launcher, pack_params
+        fn = Launcher(Path(cubin).read_bytes(), v["kernel"], v["grid"], v["block"], v.get("dyn_smem", 0))
+        packed = pack_params([{"kind": "buffer", "arg": a} for a in v["args"]],
+                             {a: bufs[a].data_ptr() for a in v["args"]}, 0)
+        return lambda: fn(packed, torch.cuda.current_stream().cuda_stream)
     fn = cupy.RawModule(path=str(cubin)).get_function(v["kernel"])
     if v.get("dyn_smem", 0) > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = v["dyn_smem"]

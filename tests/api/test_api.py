@@ -296,6 +296,8 @@ def test_bench_export_writes_a_manifest(tmp_path, capsys):
         ws = "_ws" in v["name"]  # one producer warp more: 4 consumer warps + 1
         assert (tmp_path / v["cu"]).exists() and v["grid"] == [16, 64, 1] and v["block"] == [32, 5 if ws else 4, 1]
         assert v["args"] == ["A", "B", "C"] and v["dyn_smem"] > 0 and v["b_transposed"] is False
+        p = v["prediction"]  # plan.prediction() of the kernel as compiled, on the arch's machine model
+        assert p["machine"] == "a100" and 0 < p["tflops"] <= p["peak_tflops"] and p["ii_cycles"] == v["model_ii_cycles"]
 
 
 def test_a_plan_cache_reuses_extraction_solve_and_tvm_verdict(mma_gemm):
