@@ -177,3 +177,54 @@ def test_pipelined_paged_prefill_runs_on_the_emulator_against_numpy():
     base, o0, lse0 = _run_paged(unpipelined, args)  # TVM's own kernel under the same harness
     assert base.ok, str(base)
     assert np.array_equal(o, o0) and np.array_equal(lse, lse0)
+
+
+@functools.cache
+def _built_ragged():
+    prefill = importlib.import_module("tvm.relax.frontend.nn.llm._prefill_kernels")
+    func = prefill._attention_prefill_ragged(1, 1, D, D, "float16", {}, tvm.target.Target({"kind": "cuda",
+                                                                                           "arch": "sm_80"}))
+    unpipelined = tvm_twill.build(tvm.IRModule({"main": func}), "sm_80")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
+    plan = tvm_twill.auto_pipeline(sch, "iterator", "sm_80", time_limit=60, quiet=True)
+    return plan, tvm_twill.build(sch.mod, "sm_80", plan), unpipelined
+
+
+def _ragged_inputs(lengths, q_rows=8, seed=0):
+    """The ragged kernel's arguments for sequences of KV ``lengths`` (K and V packed one sequence after the
+    other, ``kv_indptr`` their offsets), and each sequence's (q, k, v)."""
+    rng = np.random.default_rng(seed)
+    kv_indptr = np.concatenate([[0], np.cumsum(lengths)]).astype("int32")
+    k, v = (rng.standard_normal((max(1, kv_indptr[-1]), 1, D)).astype("float16") for _ in range(2))
+    q_indptr = (np.arange(len(lengths) + 1) * q_rows).astype("int32")
+    q = rng.standard_normal((q_indptr[-1], 1, D)).astype("float16")
+    seqs = [(q[None, q_indptr[b]:q_indptr[b + 1]], k[None, kv_indptr[b]:kv_indptr[b + 1]],
+             v[None, kv_indptr[b]:kv_indptr[b + 1]]) for b in range(len(lengths))]
+    args = [q, q_indptr, k, v, kv_indptr, np.zeros(q_indptr[-1], "int32"), np.zeros(len(lengths), "int32")]
+    return args, seqs
+
+
+def test_pipelined_ragged_prefill_runs_on_the_emulator_against_numpy():
+    """The ragged prefill binds ``L_kv_base = kv_indptr[b]`` in its KV loop: ``tvm_twill_swp`` binds it once
+    before the loop (it is loop-invariant), so the two-stage plan compiles and computes what TVM's kernel does."""
+    plan, f, unpipelined = _built_ragged()
+    stages = plan.annotation.num_stages
+    assert plan.applied and stages >= 2 and plan.annotation.async_stages == ()
+    src = f.mod.imports[0].inspect_source()
+    # bound once, before the loop, its load made only when the loop runs
+    assert src.count("int L_kv_base = ") == 1
+    assert re.search(r"if \(0 < kv_chunk_len_ptr\[0\]\) \{\s*condval_\d+ = kv_indptr_ptr", src)
+    lengths = [LENGTHS[c](stages) for c in sorted(LENGTHS)]
+    args, seqs = _ragged_inputs(lengths)
+    report, o, lse = _run_paged(f, args)
+    assert report.ok, str(report)
+    rows = 0
+    for q, k, v in seqs:
+        want_o, want_lse = _reference(q, k, v)
+        got = slice(rows, rows + q.shape[1])
+        rows += q.shape[1]
+        assert np.abs(o[got].astype(np.float32) - want_o[0]).max() < 5e-3
+        assert np.allclose(lse[got], want_lse[0], rtol=1e-3, atol=0.05)
+    base, o0, lse0 = _run_paged(unpipelined, args)  # TVM's own kernel under the same harness
+    assert base.ok, str(base)
+    assert np.array_equal(o, o0) and np.array_equal(lse, lse0)
