@@ -10,7 +10,9 @@ harness (the harness checked on TVM's own code).  A planted bug (the barrier the
 ``O += P V`` of one iteration and the V load of the next, removed from the CUDA) is caught as a race.
 
 The paged prefill (pages of 16 slots, in shuffled order, a tile walk over 16 CTAs) runs once on a batch of five
-sequences whose KV lengths give the same trip counts (8 query rows each), with the same checks.
+sequences whose KV lengths give the same trip counts (8 query rows each), with the same checks; so does the ragged
+prefill (K and V packed one sequence after the other), whose loop-invariant ``L_kv_base = kv_indptr[b]`` the
+``tvm_twill_swp`` pipeline binds once before the KV loop.
 
 The smallest shape the generator accepts that keeps its structure: one head, head dim 64, 32 query rows (one
 CTA of 4 warps); a sequence-prefill case emulates in seconds, the paged batch in about 30 s.
