@@ -9,9 +9,11 @@ Those kernels keep their own structure: opaque blocks with empty read/write regi
 * their trip counts are block-uniform (``ceildiv(kv_len, 32)``; ``ceildiv(kv_chunk_len[0], 32)``, an indptr
   difference every thread stores alike).  The ragged prefill, tree attention and decode bind a let TVM keeps
   (the KV base read from ``kv_indptr``, a rescale factor): with a symbolic trip count TVM's pipeline guards
-  the binding alone, so they are refused, and the refusal is needed (a legal plan of the ragged prefill
-  gives CUDA nvcc rejects: the binding is used outside its guard).  The sequence and paged prefill are
-  pipelined: TVM's default pipeline cannot compile the plans (a barrier under the prologue's guard),
+  the binding alone.  The KV base is loop-invariant (the read-only ``kv_indptr`` at the block's batch index):
+  ``tvm_twill_swp`` binds it before the loop, and a legal two-stage plan of the ragged prefill and of tree
+  attention is valid CUDA (without the hoist nvcc rejects it: the binding is used outside its guard).  Decode's
+  rescale factor reads the running row maximum the loop updates: it stays refused.  The sequence, paged and
+  ragged prefill are pipelined: TVM's default pipeline cannot compile the plans (a barrier under the prologue's guard),
   ``plan.tir_pipeline`` (tvm_twill_swp) can, the copies stay synchronous, and on the TIR TVM emits every
   explicit barrier still separates the shared-memory accesses it separated, for trip counts 0, 1, 2, the
   stage count and a ragged length (a plan that moves the S GEMM above the barrier publishing K is caught);
@@ -38,17 +40,15 @@ from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda, inject_pipeline  # noqa: E402
 from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
-from tvm_twill.solvers import solve  # noqa: E402
-from tvm_twill.transforms import annotation_from_schedule, apply_annotation, legality_violations  # noqa: E402
+from tvm_twill.transforms import apply_annotation, legality_violations, let_hoist  # noqa: E402
 from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, register_swp_pipeline  # noqa: E402
 
 register_swp_pipeline()
 
 LLM = "tvm.relax.frontend.nn.llm"
 #: kind -> the refusal of a kernel that binds a let TVM keeps (the KV base read from kv_indptr, a rescale factor)
-LET = {kind: f"statement {i} binds '{var}' \\(a let TVM does not substitute into its uses\\) and the trip count is "
-       "symbolic" for kind, i, var in [("ragged_prefill", 1, "L_kv_base"), ("tree_attention", 1, "L_kv_base"),
-                                       ("decode", 6, "o_scale")]}
+LET = {"decode": "statement 6 binds 'o_scale' \\(a let TVM does not substitute into its uses\\) whose value changes "
+              "between iterations"}
 
 
 def _kernel(kind):
@@ -105,7 +105,7 @@ def test_every_tvm_kv_loop_is_extracted_with_its_barriers_and_derived_dependence
                 assert (a, b, 0) in edges and (b, a, 1) in edges, (sync, s.name)
     # the trip count (ceildiv(kv_len, 32), or ceildiv(kv_chunk_len[0], 32): an indptr difference every thread
     # of the block stores alike) is block-uniform: no barrier refusal; a let TVM keeps is refused
-    if kind in LENGTH:
+    if kind not in LET:
         assert ex.refusal is None
     else:
         with pytest.raises(UnsupportedLoopError, match=LET[kind]):
@@ -113,7 +113,7 @@ def test_every_tvm_kv_loop_is_extracted_with_its_barriers_and_derived_dependence
 
 
 #: kind -> what gives the KV loop's trip count: a shape variable or a local buffer's loads
-LENGTH = {"sequence_prefill": "kv_len", "paged_prefill": "kv_chunk_len"}
+LENGTH = {"sequence_prefill": "kv_len", "paged_prefill": "kv_chunk_len", "ragged_prefill": "kv_chunk_len"}
 
 
 @functools.cache
@@ -164,18 +164,27 @@ def test_every_barrier_still_separates_what_it_separated_in_the_emitted_tir(kind
     assert "n=1: no barrier left between (('K_load',), 0, 0) and (('S_gemm_update',), 0, 0)" in bad
 
 
-def test_the_let_refusal_is_needed_a_legal_plan_of_the_ragged_prefill_is_not_valid_cuda():
+@pytest.mark.parametrize("kind", ["ragged_prefill", "tree_attention"])
+def test_the_kv_base_let_is_hoisted_a_legal_plan_is_valid_cuda_and_not_without_the_hoist(kind, monkeypatch):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
-    sch = _kernel("ragged_prefill")
+    sch = _kernel(kind)
     ex = extract_loop(sch, "iterator", "sm_80")
-    sched = solve(ex.graph, ex.graph.machine, time_limit=60)
-    ann = annotation_from_schedule(sched, ex.graph, [s.async_capable for s in ex.stmts])
-    assert ann.num_stages > 1 and legality_violations(ann, ex.graph) == []
+    assert ex.refusal is None and ex.names[1] == "let_L_kv_base"
+    # O += P V one tile behind, issued first in the body: legal (tree attention's own plan is one stage)
+    late = [i for i, n in enumerate(ex.names) if n.startswith("O_gemm")]
+    seq = late + [i for i in range(len(ex.names)) if i not in late]
+    ann = PipelineAnnotation(tuple(int(i in late) for i in range(len(seq))), tuple(map(seq.index, range(len(seq)))),
+                             ())
+    assert legality_violations(ann, ex.graph) == []
     apply_annotation(sch, resolve_loop(sch, "iterator").rv, ann)
-    _, src = compile_cuda(sch, "sm_80", tir_pipeline=SWP_PIPELINE)  # TVM compiles it ...
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=SWP_PIPELINE)
+    assert src.count("int L_kv_base = ") == 1 and ".entry" in compile_ptx(src, "sm_80")
+    # without the hoist, TVM compiles the plan to CUDA that uses the binding outside the guard it sits under
+    monkeypatch.setattr(let_hoist, "hoist_invariant_lets", lambda func: func)
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=SWP_PIPELINE)
     with pytest.raises(ToolchainError, match='identifier "L_kv_base" is undefined'):
-        compile_ptx(src, "sm_80")  # ... to CUDA that uses the binding outside the guard it sits under
+        compile_ptx(src, "sm_80")
 
 
 # -- a small kernel in the same style, on the CPU -------------------------------------------------------

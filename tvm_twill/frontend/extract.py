@@ -54,6 +54,7 @@ from .costs import DEFAULT_QUANTUM, StatementAnalyzer, StmtInfo
 from .hazards import SYMBOLIC_TRIP, Hazard, Iterations, merge_hazards, statement_regions, versioned_buffers
 from .hazards import hazards as find_hazards
 from .ir import const_int, double_buffered, is_register, manifested_buffers, scope_of, tirx
+from .invariant import hoistable_lets
 from .opaque import (BARRIER_COPY, barrier_refusal, bound_var, check_statement_flow, filled_view, hidden_alloc_refusal,
                      hidden_buffers, inlined_lets, is_storage_sync, let_refusal, pseudo_accesses)
 from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pipeline_children, read_annotation,
@@ -201,7 +202,7 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                                               None if it.symbolic is None else (low.node.min, low.node.extent),
                                               low_func.body)
                       or let_refusal([c for c, _ in entries], pipeline_children(low.node, ref.name), ref.name,
-                                     it.symbolic is not None)
+                                     it.symbolic is not None, set(hoistable_lets(low.node, low_func.body)))
                       or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
 
 

@@ -44,7 +44,9 @@ sequence prefill's ``ceildiv(kv_len, 32)``, the paged and ragged prefill's
 refused, with the reason (``Extraction.refusal``), where no multi-stage
 pipeline of the loop is known to compile correctly: an explicit barrier with
 a trip count not shown uniform (``barrier_refusal``), a let-binding TVM
-does not substitute with a symbolic trip count (``let_refusal``), a buffer
+does not substitute and that is not loop-invariant (``frontend.invariant``:
+those ``tvm_twill_swp`` binds once before the loop) with a symbolic trip
+count (``let_refusal``), a buffer
 the loop owns that only opaque blocks touch (``hidden_alloc_refusal``).  Extraction itself
 refuses (UnsupportedLoopError, naming the statement): control flow
 that is a statement of the loop body itself, and loops of unknown length or
@@ -225,25 +227,28 @@ def barrier_refusal(children, name: str, bounds, func_body) -> str | None:
             "syncs inside condition'); left as written")
 
 
-def let_refusal(children, lowered, name: str, symbolic: bool) -> str | None:
+def let_refusal(children, lowered, name: str, symbolic: bool, hoistable=frozenset()) -> str | None:
     """Why a pipeline of this loop would not compile to valid CUDA because of a let-binding, or None.
 
     With a symbolic trip count InjectSoftwarePipeline puts each statement under its own guard, a ``Bind``
     included: the bound variable is then in scope only inside that guard, and a statement using it under
     another guard refers to an undefined variable (nvcc rejects the CUDA).  A binding TVM substitutes into its
-    uses (``inlined_lets``) is harmless; any other is refused (TVM's ragged prefill binds ``L_kv_base`` from
-    ``kv_indptr``)."""
+    uses (``inlined_lets``) is harmless; so is a loop-invariant one (``hoistable``: statement indices,
+    ``frontend.invariant.hoistable_lets``), which ``tvm_twill_swp`` binds once before the loop (TVM's ragged
+    prefill binds ``L_kv_base`` from the read-only ``kv_indptr``).  Any other is refused: its value changes
+    from one iteration to the next (decode's rescale factor reads the running row maximum)."""
     if not symbolic or len(lowered) != len(children):
         return None
     inlined = inlined_lets(children, lowered)
-    i = next((i for i, c in enumerate(children) if bound_var(c) is not None and bound_var(c).name not in inlined),
-             None)
+    i = next((i for i, c in enumerate(children)
+              if bound_var(c) is not None and bound_var(c).name not in inlined and i not in hoistable), None)
     if i is None:
         return None
     var = bound_var(children[i]).name
-    return (f"loop '{name}': statement {i} binds '{var}' (a let TVM does not substitute into its uses) and the trip "
+    return (f"loop '{name}': statement {i} binds '{var}' (a let TVM does not substitute into its uses) whose value "
+            "changes between iterations (it reads the loop's variables or memory the loop writes) and the trip "
             "count is symbolic: TVM's pipeline would guard the binding alone, leaving its uses in other guarded "
-            f"statements undefined; write '{var}' into its uses or bind it before the loop; left as written")
+            f"statements undefined; write '{var}' into its uses; left as written")
 
 
 def hidden_alloc_refusal(names, loop: str) -> str | None:

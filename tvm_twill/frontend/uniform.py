@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from .ir import children, s_tir, scope_of, tirx, tvm, tvm_ffi
 
-__all__ = ["Uniformity", "is_uniform", "reads_varying", "uniformity", "varying_vars"]
+__all__ = ["Uniformity", "alias_roots", "escaped_buffers", "is_uniform", "reads_varying", "uniformity", "varying_vars"]
 
 _PURE = ("if_then_else", "likely", ".min", ".max", "floordiv", "floormod", "tvm_thread_invariant")
 
@@ -231,3 +231,8 @@ def is_uniform(exprs, func_body) -> bool:
     """Whether every expression of ``exprs`` has the same value in every thread of a block of ``func_body``."""
     u = uniformity(func_body)
     return all(u.uniform(e) for e in exprs)
+
+
+#: Public names of the alias and escape rules (``frontend.invariant`` uses them too).
+alias_roots = _alias_roots
+escaped_buffers = _escaped

@@ -27,7 +27,10 @@ index (``frontend.uniform``, the rule the front-end's barrier refusal uses
 too: a read-only global buffer, or a local one every thread stores the same
 values to, is uniform); any other ``if`` is
 left as it was, so ThreadSync still refuses a barrier under it.  The pass
-runs right before ThreadSync; every other pass is TVM's own
+runs right before ThreadSync.  Right before InjectSoftwarePipeline,
+``let_hoist.hoist_invariant_lets`` binds a pipelined loop's loop-invariant
+lets once before it (TVM's guards would leave them undefined in the other
+guarded statements).  Every other pass is TVM's own
 (``frontend.ir.stock_s_tir_passes``).
 """
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 from ..frontend.ir import (splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
                            tvm_ffi)
 from ..frontend.uniform import uniformity, varying_vars
+from .let_hoist import hoist_invariant_lets_pass
 
 __all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "register_swp_pipeline",
            "uniform_guard_loops", "uniform_guard_loops_pass", "varying_vars"]
@@ -117,7 +121,9 @@ def uniform_guard_loops_pass(func, mod, ctx):
 def _swp_pipeline():
     @tvm.transform.module_pass(opt_level=0)
     def _pipeline(mod, _ctx):
-        passes = splice_passes(stock_s_tir_passes(), "s_tir.InjectSoftwarePipeline", [constant_async_waits_pass])
+        passes = splice_passes(stock_s_tir_passes(), "s_tir.InjectSoftwarePipeline", [hoist_invariant_lets_pass],
+                               before=True)
+        passes = splice_passes(passes, "s_tir.InjectSoftwarePipeline", [constant_async_waits_pass])
         passes = splice_passes(passes, "s_tir.ThreadSync", [uniform_guard_loops_pass], before=True)
         return tvm.ir.transform.Sequential(passes)(mod)
 
