@@ -27,7 +27,7 @@ from bench.common import ROOT, git_commit  # noqa: E402
 from tvm_twill.data import load_example  # noqa: E402
 from tvm_twill.model import BUILTIN_MACHINES  # noqa: E402
 from tvm_twill.model.prediction import predict  # noqa: E402
-from tvm_twill.model.throughput import occupancy, wave_reuse  # noqa: E402
+from tvm_twill.model.throughput import Cluster, occupancy, wave_reuse  # noqa: E402
 from tvm_twill.roofline import graph_prediction  # noqa: E402
 from tvm_twill.solvers import prepare, solve_prepared  # noqa: E402
 
@@ -45,11 +45,14 @@ GEMM_ROWS = [
 
 #: Typical tile configurations (CUTLASS's defaults for these archs; cuBLAS picks among such kernels):
 #: A100: 128x256x32, 256 threads, 3 stages of cp.async; H100: 128x256x64, warp-specialized wgmma (a
-#: producer and two consumer warp groups, 384 threads, setmaxnreg 40/232), 4 stages of TMA.
+#: producer and two consumer warp groups, 384 threads, setmaxnreg 40/232), 4 stages of TMA, in 2x1x1
+#: clusters (the CUTLASS profiler's default cluster) whose TMA loads multicast B's tile to the two CTAs
+#: along M (CUTLASS's sm90 TMA mainloop multicasts B over the cluster's M extent, A over its N extent).
 GEMM_CONFIG = {
-    "a100": {"bm": 128, "bn": 256, "bk": 32, "threads": 256, "regs": 232, "stages": 3, "roles": None},
+    "a100": {"bm": 128, "bn": 256, "bk": 32, "threads": 256, "regs": 232, "stages": 3, "roles": None,
+             "cluster": Cluster()},
     "h100": {"bm": 128, "bn": 256, "bk": 64, "threads": 384, "regs": 0, "stages": 4,
-             "roles": [(128, 40), (256, 232)]},
+             "roles": [(128, 40), (256, 232)], "cluster": Cluster(2, 1)},
 }
 
 
@@ -66,10 +69,12 @@ def gemm_row(label, name, n, published, source) -> dict:
     compulsory = a_bytes / wave_reuse(grid, (False, True), wave) + b_bytes / wave_reuse(grid, (True, False), wave)
     flops = 2.0 * bm * bn * bk
     tc = flops / c.tc_flops_per_clock
+    cl = cfg["cluster"]
     p = predict(c, ii_cycles=tc, flops=flops, occ=occ, work={"tensor core": tc}, copy_bytes=stage_bytes,
-                reuse=stage_bytes / compulsory, tiles=math.prod(grid))
-    kernel = (f"{bm}x{bn}x{bk} tiles, {cfg['threads']} threads, {cfg['stages']} stages; {p.ctas_per_sm} CTA/SM "
-              f"({p.occupancy_limiter})")
+                reuse=stage_bytes / compulsory, tiles=math.prod(grid), l2_bytes=cl.l2_bytes(a_bytes, b_bytes))
+    cluster = f", {cl.m}x{cl.n} clusters multicasting {'B' if cl.m > 1 else 'A'}" if cl.m * cl.n > 1 else ""
+    kernel = (f"{bm}x{bn}x{bk} tiles, {cfg['threads']} threads, {cfg['stages']} stages{cluster}; "
+              f"{p.ctas_per_sm} CTA/SM ({p.occupancy_limiter})")
     return _row(label, name, kernel, p, published, source)
 
 
