@@ -43,7 +43,8 @@ from .plan_alternatives import plan_alternatives, schedules_wanted
 from .report import normalization_warning
 from .roofline import plan_prediction, serialized_ii
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
-                         async_waits, legality_violations, refine, remove_annotation, restore_annotation)
+                         async_waits, legality_violations, refine, remove_annotation, restore_annotation,
+                         wait_count_caveat)
 from .transforms.depth import check_max_stages
 from .transforms.ptxas import wgmma_serialized
 from .async_copies import all_copies_async, sync_copy_reasons
@@ -471,8 +472,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
-    caveat = normalization_warning(sched)
-    if caveat:
+    caveats = tuple(c for c in (normalization_warning(sched), wait_count_caveat(ann, graph)) if c)
+    for caveat in caveats:
         warnings.warn(f"auto_pipeline: loop '{ex.loop}': {caveat}", stacklevel=3)
     # a symbolic trip count: the waits of a loop long enough to reach the steady state (the body's counts)
     trips = ex.trip_count if ex.trip_count is not None else 2 * ann.num_stages + 1
@@ -480,7 +481,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         shared_fit=shared_fit,
-                        warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not),
+                        warnings=caveats, sync_copies=sync_copy_reasons(ex, ann, why_not),
                         wgmma=has_wgmma([sch.mod[ref.func].body]),
                         alternatives=plan_alternatives(ex, sched, ann, others, ms, m, opts.top_k, opts.max_stages))
     fallback = ""
