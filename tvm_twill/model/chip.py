@@ -70,15 +70,13 @@ CHIPS: dict[str, Chip] = {
     "a100": Chip(part="A100 SXM4 40GB", dram_bytes_per_s=1.555e12, l2_bytes_per_s=5120 * 1.41e9,
                  l2_bytes=40 * MB, smem_per_sm=164 * KB, max_ctas_per_sm=32, max_warps_per_sm=64),
     # H100 SXM5: 3.35 TB/s HBM3 (data sheet), L2 50 MB (Hopper white paper); L2 bandwidth: no vendor
-    # figure; 9.77 TB/s measured on the same 132-SM GH100 with its 50 MB L2 (an H200; RRZE-HPC
-    # gpu-benches, gpu-l2-cache, median of the 10-40 MB data sets; docs/machines.md); 228 KB shared
-    # memory, 32 blocks, 64 warps per SM (compute capability 9.0).
-    "h100": Chip(part="H100 SXM5", dram_bytes_per_s=3.35e12, l2_bytes_per_s=9.77e12, l2_bytes=50 * MB,
+    # figure, 5.5 TB/s from microbenchmarks (docs/machines.md); 228 KB shared memory, 32 blocks,
+    # 64 warps per SM (compute capability 9.0).
+    "h100": Chip(part="H100 SXM5", dram_bytes_per_s=3.35e12, l2_bytes_per_s=5.5e12, l2_bytes=50 * MB,
                  smem_per_sm=228 * KB, max_ctas_per_sm=32, max_warps_per_sm=64),
-    # B200: 8 TB/s HBM3e (data sheet), L2 126 MB (two dies; microbenchmark report); L2 bandwidth: no vendor
-    # figure; 22.8 B/clk/SM (Chips and Cheese's H100 PCIe measurement, 5.5e12 / (132 x 1.83e9), the H100
-    # model's earlier figure, kept here: no B200 source) x 148 SMs x 1.85 GHz; 228 KB shared memory,
-    # 32 blocks, 64 warps per SM (compute capability 10.0).
+    # B200: 8 TB/s HBM3e (data sheet), L2 126 MB (two dies; microbenchmark report); L2 bandwidth: H100's
+    # per-SM-per-clock rate (5.5e12 / (132 x 1.83e9) = 22.8 B/clk/SM) x 148 SMs x 1.85 GHz, no vendor
+    # figure; 228 KB shared memory, 32 blocks, 64 warps per SM (compute capability 10.0).
     "b200": Chip(part="B200", dram_bytes_per_s=8.0e12, l2_bytes_per_s=22.8 * 148 * 1.85e9, l2_bytes=126 * MB,
                  smem_per_sm=228 * KB, max_ctas_per_sm=32, max_warps_per_sm=64),
     # A40: 696 GB/s GDDR6 (data sheet), L2 6 MB (GA102 white paper); L2 bandwidth: no vendor figure,
