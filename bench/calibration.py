@@ -178,8 +178,8 @@ LARGEST = (
     "whose TMA loads multicast B (CUTLASS's default cluster; the multicast term of docs/machines.md): 32 of the "
     "48 KiB a CTA copies per iteration come from L2, which at the model's H100 L2 figure (5.5 TB/s, a measurement "
     "of the 350 W PCIe part) still bounds them.  A better-sourced figure for the SXM part's silicon (9.77 TB/s, "
-    "RRZE-HPC gpu-benches on an H200; docs/machines.md) is not yet adopted (it exposes a TVM cp.async wait count "
-    "that auto_pipeline must first guard against); with it the L2 term would fall below the tensor cores' 1024 "
+    "RRZE-HPC gpu-benches on an H200; docs/machines.md) is not yet adopted (with it TVM's nested GEMM needs an order "
+    "the solver does not yet produce; docs/machines.md); with it the L2 term would fall below the tensor cores' 1024 "
     "cycles and these rows would, like the other tensor-bound rows, predict the data-sheet rate.")
 
 
