@@ -15,6 +15,7 @@ from .model import Edge, Graph, Machine, Op, Schedule, check, get_machine
 __version__ = "0.1.0"
 
 _LAZY = {"solve": "tvm_twill.solvers", "auto_pipeline": "tvm_twill.api", "build": "tvm_twill.compiler",
+         "build_checked": "tvm_twill.compiler",
          "evaluate_annotation": "tvm_twill.api", "AutoPipelineOptions": "tvm_twill.api",
          "plan_module": "tvm_twill.modules"}
 
@@ -31,5 +32,5 @@ def __getattr__(name):
 
 __all__ = ["AutoPipelineOptions", "Edge", "FormatError", "Graph", "GraphError", "InfeasibleError", "InputError", "Machine",
            "MachineError", "NormalizationError", "Op", "PlotUnavailableError", "Schedule", "SolverTimeoutError", "SolverUnavailableError", "TwillError",
-           "UnsupportedLoopError", "UnsupportedTargetError", "auto_pipeline", "build", "check",
+           "UnsupportedLoopError", "UnsupportedTargetError", "auto_pipeline", "build", "build_checked", "check",
            "evaluate_annotation", "get_machine", "plan_module", "solve"]

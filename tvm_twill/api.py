@@ -33,7 +33,7 @@ import json
 import warnings
 from dataclasses import dataclass, field, replace
 
-from .errors import InputError, ToolchainError, TwillError, UnsupportedLoopError
+from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
                        read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, graph_to_dict, machine_to_dict)
@@ -43,9 +43,10 @@ from .plan_alternatives import plan_alternatives, schedules_wanted
 from .report import normalization_warning
 from .roofline import plan_prediction, serialized_ii
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
-                         async_waits, legality_violations, refine, remove_annotation, restore_annotation)
+                         async_waits, legality_violations, refine, remove_annotation, restore_annotation,
+                         wait_count_caveat)
 from .transforms.depth import check_max_stages
-from .transforms.ptxas import parse_ptxas, ptxas_messages, wgmma_serialized
+from .transforms.ptxas import wgmma_serialized
 from .async_copies import all_copies_async, sync_copy_reasons
 from .plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
@@ -162,9 +163,10 @@ class PipelinePlan:
     #: The loop's function issues wgmma: it compiles with tvm_twill's pipeline (per-thread accumulators,
     #: the proxy fences before wgmma reads shared memory that generic stores or cp.async wrote).
     wgmma: bool = False
-    #: What ptxas said of the compiled kernel (``transforms.ptxas.PtxasMessage``s; ``with_ptxas``); None:
-    #: not asked.
+    #: What ptxas said of the compiled kernel (``transforms.ptxas.PtxasMessage``s; ``with_ptxas``,
+    #: ``build_checked``); None: not asked.  ``ptxas_registers``: its registers per thread, when known.
     ptxas: tuple | None = None
+    ptxas_registers: int | None = None
     #: ``top_k``: the next best annotations (``plan_alternatives.PlanAlternative``, ranks 2..K), not written.
     alternatives: tuple = ()
 
@@ -229,12 +231,14 @@ class PipelinePlan:
     def prediction(self, registers: int | None = None):
         """What a GPU would measure, by the throughput model (``tvm_twill.roofline``,
         docs/machines.md): cycles per iteration, TFLOPS per SM and per chip for the problem, CTAs
-        per SM and the bound.  ``registers``: ptxas's registers per thread when known (else the
-        model's estimate)."""
+        per SM and the bound.  ``registers``: registers per thread (default: ptxas's, ``ptxas_registers``,
+        when known, else the model's estimate; ptxas's count is what a CTA is given at launch, setmaxnreg
+        only moves registers between its warps, so it also decides a warp-specialized plan's CTAs per SM)."""
         ws = self.warp_specialization
         serial = bool(wgmma_serialized(self.ptxas or ()))  # ptxas undid wgmma's overlap: statements back to back
+        registers = self.ptxas_registers if registers is None else registers
         if ws is not None and ws.chosen and self.applied:
-            budgets = ws.registers
+            budgets = ws.registers if registers is None else None
             roles = [(128, budgets[0]), (self.extraction.threads or 128, budgets[1])] if budgets else None
             smem = ws.facts.shared_bytes if ws.facts is not None else self.smem_bytes
             ii = serialized_ii(self.extraction, ws.ii_ws_cycles) if serial else ws.ii_ws_cycles
@@ -243,21 +247,16 @@ class PipelinePlan:
         ii = serialized_ii(self.extraction, self.ii_cycles) if serial else self.ii_cycles
         return plan_prediction(self.extraction, self.schedule, ii, smem_bytes=self.smem_bytes, registers=registers)
 
-    def with_ptxas(self, messages=None, *, source: str | None = None) -> PipelinePlan:
+    def with_ptxas(self, messages=None, *, source: str | None = None, registers: int | None = None
+                   ) -> PipelinePlan:
         """This plan with what ptxas said of its kernel: ``messages`` (ptxas's output as text, or
         ``transforms.ptxas.PtxasMessage``s), or ``source``, the kernel's CUDA source, compiled here with
-        ``nvcc -Xptxas -v`` for the plan's arch (ToolchainError without nvcc).  When ptxas serialized wgmma,
-        ``prediction()`` runs the compute statements back to back and ``explain()`` says why."""
-        if (messages is None) == (source is None):
-            raise InputError("with_ptxas takes ptxas's messages or the kernel's CUDA source (one of them)")
-        if source is not None:
-            messages = ptxas_messages(source, self.arch)
-            if messages is None:
-                raise ToolchainError("with_ptxas(source=...) needs nvcc on PATH: install the CUDA toolkit, "
-                                     "or pass ptxas's output as messages")
-        elif isinstance(messages, str):
-            messages = parse_ptxas(messages)
-        return replace(self, ptxas=tuple(messages))
+        ``nvcc -Xptxas -v`` for the plan's arch (ToolchainError without nvcc); ``registers``: ptxas's
+        registers per thread (default: the count in ptxas's text when it names one kernel).  When ptxas
+        serialized wgmma, ``prediction()`` runs the compute statements back to back; its occupancy uses
+        ptxas's registers; ``explain()`` says both.  ``tvm_twill.build_checked`` does this on its own."""
+        from .compiler import attach_ptxas
+        return attach_ptxas(self, messages, source=source, registers=registers)
 
     @property
     def shared_memory(self) -> dict:
@@ -473,8 +472,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
         raise UnsupportedLoopError(f"loop '{ex.loop}': the planned annotation is illegal: {bad[0]}")
-    caveat = normalization_warning(sched)
-    if caveat:
+    caveats = tuple(c for c in (normalization_warning(sched), wait_count_caveat(ann, graph)) if c)
+    for caveat in caveats:
         warnings.warn(f"auto_pipeline: loop '{ex.loop}': {caveat}", stacklevel=3)
     # a symbolic trip count: the waits of a loop long enough to reach the steady state (the body's counts)
     trips = ex.trip_count if ex.trip_count is not None else 2 * ann.num_stages + 1
@@ -482,7 +481,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         shared_fit=shared_fit,
-                        warnings=(caveat,) if caveat else (), sync_copies=sync_copy_reasons(ex, ann, why_not),
+                        warnings=caveats, sync_copies=sync_copy_reasons(ex, ann, why_not),
                         wgmma=has_wgmma([sch.mod[ref.func].body]),
                         alternatives=plan_alternatives(ex, sched, ann, others, ms, m, opts.top_k, opts.max_stages))
     fallback = ""

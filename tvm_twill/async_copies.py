@@ -21,8 +21,8 @@ from .errors import InfeasibleError
 from .model import Placement, check
 from .model.pipeline import PipelineAnnotation
 from .stages import shared_memory
-from .transforms import (annotation_ii, async_stages_contiguous, legality_violations, refine,
-                         select_async_stages, statement_deps)
+from .transforms import (annotation_ii, async_copies_first, async_copies_lead, async_stages_contiguous,
+                         legality_violations, refine, select_async_stages, statement_deps)
 
 __all__ = ["all_copies_async", "sync_copy_reasons"]
 
@@ -75,8 +75,10 @@ def _candidate(ex, sched, ann, ms, m, solved, t):
         return (f"the model reaches no II up to {sched.ii * ex.quantum} cycles that way (latencies, units, registers, "
                 "shared memory)")
     cand = refine(cand, ex.graph, ms, sched.ii, solved=solved)
-    if not async_stages_contiguous(cand):
+    if not async_stages_contiguous(cand) or not async_copies_lead(cand, ex.graph):
         cand = _grouped_in_order(cand)
+        if not async_copies_lead(cand, ex.graph):  # before the statements that read them (TVM's wait count)
+            cand = async_copies_first(cand)
         if legality_violations(cand, ex.graph) or not _reaches(g, ms, cand, sched.ii):
             return "its copies could not be grouped next to each other at this II (TVM commits them as one group)"
     need = sum(b for _, b in shared_memory(ex, cand).values())

@@ -13,15 +13,31 @@ taken before ``auto_pipeline`` ran would compile the unplanned loop)::
 
 or by hand: ``with plan.pass_context(): tvm.compile(sch.mod, target,
 tir_pipeline=plan.tir_pipeline or "default")``.
+
+``build_checked(mod, target, plan)`` is ``build`` and then ptxas's word on
+the kernel it compiled: with nvcc on PATH it runs ptxas once on the CUDA
+source (``transforms.ptxas.ptxas_output``, the one nvcc call site) and
+returns ``(lib, plans)`` with each plan re-priced by what ptxas said
+(``PipelinePlan.with_ptxas``: its messages, and the registers per thread of
+the loop's kernel, which set the prediction's occupancy); without nvcc the
+plans come back as they were::
+
+    lib, plan = tvm_twill.build_checked(sch.mod, "sm_90a", plan)
+    print(plan.explain())   # says which figures came from ptxas
 """
 from __future__ import annotations
 
-from .errors import InputError
+from dataclasses import replace
+from typing import NamedTuple
+
+from .errors import InputError, ToolchainError
 from .frontend import ASYNC_COPY_CONFIG, parse_target
 from .frontend.ir import branches, const_int, tirx, tvm
+from .transforms.ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
 from .transforms.ws_lowering import WS_PIPELINE, register_pipeline
 
-__all__ = ["build", "check_module_carries", "pass_config", "pass_context", "plan_tree"]
+__all__ = ["CheckedBuild", "attach_ptxas", "build", "build_checked", "check_module_carries", "pass_config",
+           "pass_context", "plan_tree"]
 
 
 def plan_tree(plans) -> list:
@@ -120,3 +136,66 @@ def build(mod, target, plans=None):
         register_pipeline()
     with pass_context(plans):
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline or "default")
+
+
+class CheckedBuild(NamedTuple):
+    """What ``build_checked`` returns: TVM's runtime module and the plans as ptxas re-priced them (the same
+    shape as given: one plan, a list of plans, or None)."""
+
+    lib: object
+    plans: object
+
+
+def build_checked(mod, target, plans=None) -> CheckedBuild:
+    """``build(mod, target, plans)``, then ptxas on the CUDA it compiled (``nvcc -cubin -Xptxas -v`` for the
+    target's arch, once): each plan comes back ``with_ptxas`` (its messages, and the registers per thread of
+    its function's kernel when ptxas names one: ``<func>_kernel``, or the only kernel).  Without nvcc on PATH
+    the plans come back unchanged.  The given plans are not modified (they are frozen): use the returned
+    ones.  Raises what ``build`` raises, and ToolchainError when nvcc rejects TVM's CUDA."""
+    lib = build(mod, target, plans)
+    if plans is None or find_nvcc() is None:
+        return CheckedBuild(lib, plans)
+    arch, _ = parse_target(target)
+    text = ptxas_output(lib.mod.imports[0].inspect_source(), arch)
+    if text is None:  # nvcc went away between the two look-ups
+        return CheckedBuild(lib, plans)
+    regs = kernel_registers(text)
+
+    def one(p):
+        return attach_ptxas(p, text, registers=_registers_of(p.extraction.func, regs))
+
+    return CheckedBuild(lib, one(plans) if hasattr(plans, "annotation") else [one(p) for p in plans])
+
+
+def _registers_of(func: str, regs: dict) -> int | None:
+    """The registers of ``func``'s kernel (TVM names it ``<func>_kernel``), or of the only kernel; None when
+    ptxas names several and none is ``func``'s."""
+    mine = [r for name, r in regs.items() if name == f"{func}_kernel" or name.startswith(f"{func}_kernel_")]
+    if len(mine) == 1:
+        return mine[0]
+    return next(iter(regs.values())) if len(regs) == 1 else None
+
+
+def attach_ptxas(plan, messages=None, *, source: str | None = None, registers: int | None = None):
+    """``PipelinePlan.with_ptxas``: ``plan`` with ptxas's messages (its output as text, or
+    ``PtxasMessage``s) or with what ptxas says of ``source`` (compiled here for the plan's arch), and its
+    registers per thread (``registers``; else the count ptxas's text gives when it names one kernel)."""
+    if (messages is None) == (source is None):
+        raise InputError("with_ptxas takes ptxas's messages or the kernel's CUDA source (one of them)")
+    if registers is not None and (isinstance(registers, bool) or not isinstance(registers, int)
+                                  or not 1 <= registers <= 255):
+        raise InputError(f"registers must be ptxas's registers per thread, an integer from 1 to 255, "
+                         f"got {registers!r}")
+    text = None
+    if source is not None:
+        text = ptxas_output(source, plan.arch)
+        if text is None:
+            raise ToolchainError("with_ptxas(source=...) needs nvcc on PATH: install the CUDA toolkit, "
+                                 "or pass ptxas's output as messages")
+    elif isinstance(messages, str):
+        text = messages
+    parsed = parse_ptxas(text) if text is not None else tuple(messages)
+    if registers is None and text is not None:
+        regs = kernel_registers(text)
+        registers = next(iter(regs.values())) if len(regs) == 1 else None
+    return replace(plan, ptxas=tuple(parsed), ptxas_registers=registers)

@@ -84,6 +84,12 @@ def _ptxas(plan) -> list[str]:
         return []
     serialized = [p for p in plan.ptxas if p.kind == "wgmma serialized"]
     L = [p.describe() for p in plan.ptxas if p.kind != "wgmma serialized"][:4]
+    if plan.ptxas_registers is not None:
+        L.append(f"ptxas: {plan.ptxas_registers} registers per thread; the prediction's CTAs per SM use ptxas's "
+                 f"figure, not the model's estimate")
+    else:
+        L.append("ptxas: no register count for this loop's kernel; the prediction's CTAs per SM use the model's "
+                 "estimate")
     if not serialized:
         return L + ["ptxas: no wgmma serialization reported"]
     L += [p.describe() for p in serialized]

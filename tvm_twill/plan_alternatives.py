@@ -23,6 +23,7 @@ from .model.pipeline import PipelineAnnotation
 from .stages import shared_overflow
 from .transforms import (
     annotation_from_schedule,
+    async_copies_lead,
     async_stages_contiguous,
     legality_violations,
     refine,
@@ -74,7 +75,8 @@ def plan_alternatives(ex, best: Schedule, best_ann: PipelineAnnotation, schedule
             continue
         ann = refine(annotation_from_schedule(s, graph, asyncable, allow_async=True), graph, ms, s.ii)
         if _key(ann) in seen or ann.num_stages > cap or legality_violations(ann, graph) \
-                or not async_stages_contiguous(ann) or shared_overflow(ex, ann, m) > 0:
+                or not async_stages_contiguous(ann) or not async_copies_lead(ann, graph) \
+                or shared_overflow(ex, ann, m) > 0:
             continue
         seen.add(_key(ann))
         out.append(PlanAlternative(rank=len(out) + 2, schedule=s, annotation=ann, ii_cycles=s.ii * ex.quantum,

@@ -17,8 +17,8 @@ from .errors import InfeasibleError, UnsupportedLoopError
 from .frontend import Extraction
 from .model import Placement, check
 from .model.pipeline import PipelineAnnotation
-from .transforms import (annotation_from_schedule, annotation_ii, async_stages_contiguous, buffer_versions,
-                         grouped_async_order, legality_violations, refine)
+from .transforms import (annotation_from_schedule, annotation_ii, async_copies_first, async_copies_lead,
+                         async_stages_contiguous, buffer_versions, grouped_async_order, legality_violations, refine)
 from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
 __all__ = ["DYNAMIC", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "SharedFit", "bound_depth",
@@ -136,16 +136,20 @@ def contiguous_async(ex, sched, ann, ms, solved, depth):
 
     TVM commits an async stage's copies as one cp.async group: interleaved with other statements it
     miscounts the waits (``transforms.async_waits``) or, in a nested pipeline, rejects the loop
-    ("Predicates in the same stage are expected to be identical").  ``refine`` groups them when that
+    ("Predicates in the same stage are expected to be identical"); it also miscounts the body's wait when a
+    statement that reads the copies comes before them in the order (``transforms.async_copies_lead``), so
+    an order with the group before its readers is preferred when one fits (else ``wait_count_caveat`` warns).  ``refine`` groups them when that
     costs no ii; otherwise they are grouped here at the ii the grouped order reaches (no longer optimal;
     beyond twice the optimum the loop is refused).
     """
-    if async_stages_contiguous(ann):
+    if async_stages_contiguous(ann) and async_copies_lead(ann, ex.graph):
         return sched, ann, depth
     g = solved or ex.graph
     best, bad, family = None, None, None
-    for at in ("first", "last"):  # the group where its first member was, or where its last was; smaller ii wins
-        grouped = grouped_async_order(ann, at)
+    # the group where its first member was, where its last was, or first of all.  Candidates whose copies come
+    # before the statements that read them win (TVM miscounts the other's wait: async_copies_lead), then the
+    # smaller ii
+    for grouped in (grouped_async_order(ann, "first"), grouped_async_order(ann, "last"), async_copies_first(ann)):
         violations = legality_violations(grouped, ex.graph)
         if violations:
             bad = bad or violations[0]
@@ -155,8 +159,11 @@ def contiguous_async(ex, sched, ann, ms, solved, depth):
         except InfeasibleError as err:
             family = err.family
             continue
-        if best is None or ii < best[0]:
-            best = (ii, times, grouped)
+        key = (not async_copies_lead(grouped, ex.graph), ii)
+        if best is None or key < best[0]:
+            best = (key, times, grouped)
+    if best is not None and best[2] == ann:  # already one group, and no order with the copies first fits
+        return sched, ann, depth
     if best is None and family is None:
         raise UnsupportedLoopError(f"loop '{ex.loop}': the copies of async stage {list(ann.async_stages)} cannot "
                                    f"run next to each other (as TVM needs) without breaking a dependence: {bad}")
@@ -165,6 +172,7 @@ def contiguous_async(ex, sched, ann, ms, solved, depth):
             f"loop '{ex.loop}': the optimum interleaves the copies of async stage {list(ann.async_stages)} with "
             f"other statements, which TVM cannot lower, and grouped they fit no II up to twice the optimum "
             f"{sched.ii * ex.quantum} cycles under the model ({family})")
+    best = (best[0][1], best[1], best[2])
     ii, times, grouped = best
     ops = {op.name: Placement(time=times[op.name], stage=grouped.stages[i], order=grouped.orders[i], warp=0)
            for i, op in enumerate(g.ops)}

@@ -87,3 +87,17 @@ def test_the_issues_wgmma_gemm_compiles_both_copies_as_cp_async():
     kernel = tvm_twill.build(sch.mod, "sm_90a", plan).mod.imports[0].inspect_source()
     read = {m for call in CP_ASYNC_CALL.finditer(kernel) for m in re.findall(r"\b([AB])_ptr\b", call.group("args"))}
     assert read == {"A", "B"}
+
+
+def test_a_reader_before_its_copies_is_warned(monkeypatch):
+    """Two 256 B copies and their reader, 4 trips, DRAM latency 16: the plan is stages [0, 0, 3] with the
+    reader first (order [1, 2, 0]) and no order with the copies first fits.  TVM 0.27 compiles it with
+    cp.async.wait_group 4 in the body where the simulation (plan.waits) says 2: the plan warns."""
+    spec = tir_gen.CopyLoopSpec(trip=4, widths=(64, 64), threads=4, reads=())
+    with pytest.warns(UserWarning, match="TVM 0.27 counts that wait too high"):
+        sch, plan = plan_for(spec, 16, monkeypatch)
+    assert plan.annotation.orders == (1, 2, 0) and [w.in_flight for w in plan.waits if w.part == "body"] == [2]
+    assert any("TVM 0.27 counts that wait too high" in w for w in plan.warnings)
+    src = tvm_twill.build(sch.mod, "sm_80", plan).mod.imports[0].inspect_source()
+    kernel = src[src.index('extern "C" __global__'):]
+    assert re.findall(r"wait_group_(\d+)", kernel) == ["4", "2", "1", "0"]  # TVM's count, not the safe 2

@@ -75,5 +75,66 @@ def test_the_wgmma_gemm_ptxas_keeps_overlapped(ws):
     checked = plan.with_ptxas(source=src)
     assert "wgmma.mma_async" in src and checked.ptxas is not None
     assert [m.text for m in checked.ptxas if m.kind == "wgmma serialized"] == []
-    assert checked.prediction() == plan.prediction()
+    # the schedule's overlap stands (same latency term); only the registers are ptxas's now
+    assert checked.prediction().terms["latency"] == plan.prediction().terms["latency"]
+    assert checked.prediction(registers=64) == plan.prediction(registers=64)
     assert "ptxas: no wgmma serialization reported" in checked.explain()
+
+
+# -- ptxas's registers set the occupancy; build_checked asks ptxas on its own --------------------------
+from tvm_twill.model.throughput import occupancy  # noqa: E402
+from tvm_twill.transforms.ptxas import kernel_registers, ptxas_output  # noqa: E402
+
+
+def _used(registers: int) -> str:
+    return (f"ptxas info    : Compiling entry function 'main_kernel' for 'sm_90a'\n"
+            f"ptxas info    : Used {registers} registers, used 1 barriers\n")
+
+
+def test_ptxas_registers_set_the_ctas_per_sm(plan):
+    chip, threads = plan.machine.costs.chip, plan.extraction.threads or 32
+    for regs in (64, 255):
+        p = plan.with_ptxas(_used(regs))
+        want = occupancy(chip, threads=threads, regs_per_thread=regs, smem_bytes=plan.smem_bytes)
+        assert p.ptxas_registers == regs and p.prediction().ctas_per_sm == want.ctas
+        assert p.prediction() == plan.prediction(registers=regs)
+        assert f"ptxas: {regs} registers per thread; the prediction's CTAs per SM use ptxas's figure" in p.explain()
+    assert plan.with_ptxas(SERIALIZED).ptxas_registers is None  # no entry function named: the model's estimate
+    assert "no register count for this loop's kernel" in plan.with_ptxas(SERIALIZED).explain()
+    with pytest.raises(InputError, match="registers must be ptxas's registers per thread, an integer from 1 to 255"):
+        plan.with_ptxas(SERIALIZED, registers=300)
+
+
+@pytest.fixture(scope="module")
+def ws_gemm():
+    from tvm_twill.workloads import wgmma_gemm
+    sch, k0, _ = wgmma_gemm(1024)
+    return sch, auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
+
+
+def test_build_checked_without_nvcc_is_build(ws_gemm, monkeypatch):
+    import tvm_twill
+    import tvm_twill.compiler as C
+    sch, plan = ws_gemm
+    monkeypatch.setattr(C, "find_nvcc", lambda: None)
+    lib, same = tvm_twill.build_checked(sch.mod, "sm_90a", plan)
+    assert same is plan and same.ptxas is None and same.ptxas_registers is None
+    assert (lib.mod.imports[0].inspect_source()
+            == tvm_twill.build(sch.mod, "sm_90a", plan).mod.imports[0].inspect_source())
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
+def test_build_checked_reprices_the_plan_with_ptxas(ws_gemm):
+    import tvm_twill
+    sch, plan = ws_gemm
+    lib, (checked,) = tvm_twill.build_checked(sch.mod, "sm_90a", [plan])
+    regs = kernel_registers(ptxas_output(lib.mod.imports[0].inspect_source(), "sm_90a"))["main_kernel"]
+    assert checked is not plan and plan.ptxas is None  # the given plan is left as it was
+    assert checked.ptxas is not None and checked.ptxas_registers == regs
+    # a warp-specialized CTA (a producer warp group + the consumers) is given ptxas's count per thread at
+    # launch; setmaxnreg only moves registers between its warps
+    threads = plan.extraction.threads + 128
+    want = occupancy(plan.machine.costs.chip, threads=threads, regs_per_thread=regs,
+                     smem_bytes=plan.warp_specialization.facts.shared_bytes)
+    assert checked.prediction().ctas_per_sm == want.ctas
+    assert f"ptxas: {regs} registers per thread; the prediction's CTAs per SM use ptxas's figure" in checked.explain()

@@ -173,3 +173,42 @@ def test_tensor_bound_loop_runs_at_the_sustained_rate_by_hand():
     # a latency-bound loop keeps its ii: the sustained rate only stretches the tensor term
     q = predict(H100, ii_cycles=3000, flops=flops, occ=Occupancy(1, "threads"), work={"tensor core": 1024})
     assert q.bound == "latency" and q.cycles_per_iteration == 3000
+
+
+# -- clusters and TMA multicast ---------------------------------------------------------------------
+from tvm_twill.model.throughput import Cluster  # noqa: E402
+
+
+def test_cluster_multicast_divides_each_shared_operand_by_the_ctas_sharing_it():
+    a, b = 128 * 64 * 2, 256 * 64 * 2                    # a 128x256x64 fp16 stage: 16 KiB of A, 32 KiB of B
+    assert Cluster().l2_bytes(a, b) == 49152             # no cluster: every CTA reads both tiles
+    assert Cluster(2, 1).l2_bytes(a, b) == 16384 + 16384  # 2 CTAs along M share B's tile: B / 2
+    assert Cluster(1, 2).l2_bytes(a, b) == 8192 + 32768   # 2 CTAs along N share A's tile: A / 2
+    assert Cluster(2, 2).l2_bytes(a, b) == 8192 + 16384
+    assert Cluster(4, 2).l2_bytes(a, b) == 8192 + 8192
+    assert Cluster(2, 1, multicast_b=False).l2_bytes(a, b) == 49152  # a cluster without multicast saves nothing
+    assert Cluster(2, 2, multicast_a=False).l2_bytes(a, b) == 16384 + 16384
+
+
+def test_multicast_lowers_the_l2_term_only():
+    # 48 KiB per stage, B multicast over a 2x1 cluster: 32 KiB from L2; the port still writes 48 KiB
+    plain = copy_cost(H100, 49152, reuse=8)
+    shared = copy_cost(H100, 49152, reuse=8, l2_bytes=Cluster(2, 1).l2_bytes(16384, 32768))
+    l2_per_clock = H100.chip.l2_bytes_per_s / 1.83e9
+    assert shared.port == plain.port == 49152 / 128 == 384.0
+    assert shared.l2 == pytest.approx(32768 * 132 / l2_per_clock) == pytest.approx(plain.l2 * 2 / 3)
+    assert shared.dram == plain.dram                     # the compulsory traffic is the same
+    # in a prediction: the L2 term per round is the multicast one
+    from tvm_twill.model.throughput import Occupancy
+    p = predict(H100, ii_cycles=1024, flops=2.0 * 128 * 256 * 64, occ=Occupancy(1, "registers"),
+                work={"tensor core": 1024}, copy_bytes=49152, reuse=8, l2_bytes=32768)
+    assert p.terms["L2"] == pytest.approx(shared.l2) and p.terms["shared memory"] == 384.0
+
+
+def test_cluster_refuses_bad_shapes():
+    with pytest.raises(MachineError, match="cluster m must be a positive integer, got 0"):
+        Cluster(0, 1)
+    with pytest.raises(MachineError, match="a cluster of 4 x 8 CTAs exceeds the 16 CTAs"):
+        Cluster(4, 8)
+    with pytest.raises(MachineError, match="l2_bytes 60000 must lie between 0 and the 49152 bytes"):
+        copy_cost(H100, 49152, l2_bytes=60000)

@@ -90,3 +90,32 @@ def test_ptxas_serializes_and_says_so():
 def test_nvcc_rejecting_the_source_is_a_toolchain_error():
     with pytest.raises(ToolchainError, match="nvcc -arch=sm_90a failed on the kernel"):
         P.ptxas_output("this is not CUDA", "sm_90a")
+
+
+# nvcc 13.0's -v lines for a file with two entry functions (the counts changed to tell them apart)
+TWO_KERNELS = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'other_kernel' for 'sm_90a'
+ptxas info    : Function properties for other_kernel
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers
+ptxas info    : Compile time = 18.527 ms
+ptxas info    : Compiling entry function 'main_kernel' for 'sm_90a'
+ptxas info    : Function properties for main_kernel
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 32768 bytes smem, 400 bytes cmem[0]
+"""
+
+
+def test_kernel_registers_gives_each_entry_its_count():
+    assert P.kernel_registers(TWO_KERNELS) == {"other_kernel": 40, "main_kernel": 168}
+    assert P.kernel_registers(SAMPLE) == {"k": 30}
+    assert P.kernel_registers("ptxas info    : Used 12 registers\n") == {}  # no entry named: nobody's
+
+
+@needs_nvcc
+def test_kernel_registers_of_a_compiled_file():
+    src = ('extern "C" __global__ void main_kernel(float* a) { a[threadIdx.x] *= 2.0f; }\n'
+           'extern "C" __global__ void other_kernel(float* a) { a[threadIdx.x] += 1.0f; }\n')
+    regs = P.kernel_registers(P.ptxas_output(src, "sm_90a"))
+    assert sorted(regs) == ["main_kernel", "other_kernel"] and all(1 <= r <= 255 for r in regs.values())

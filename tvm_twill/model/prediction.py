@@ -70,8 +70,8 @@ class Prediction:
 
 
 def predict(costs, *, ii_cycles: float, flops: float, occ: Occupancy, work: dict | None = None,
-            copy_bytes: float = 0.0, reuse: float = 1.0, tiles: int | None = None, quantum: float = 0.0
-            ) -> Prediction:
+            copy_bytes: float = 0.0, reuse: float = 1.0, tiles: int | None = None, quantum: float = 0.0,
+            l2_bytes: float | None = None) -> Prediction:
     """The prediction for a loop whose schedule has ``ii_cycles`` per iteration of one CTA.
 
     ``flops``: useful FLOP per iteration of one CTA; ``work``: per-CTA cycles
@@ -80,7 +80,8 @@ def predict(costs, *, ii_cycles: float, flops: float, occ: Occupancy, work: dict
     ``reuse``: global->shared bytes per iteration and the L2 reuse of their
     tiles (``throughput.wave_reuse``); ``tiles``: CTAs of the problem; ``quantum``: the schedule's
     time unit in cycles (its ii is rounded up to it, so a resource within one quantum of the round is
-    what sets it, not latency).
+    what sets it, not latency); ``l2_bytes``: the part of ``copy_bytes`` the CTA pulls from L2 when
+    a cluster multicasts tiles (``throughput.Cluster.l2_bytes``; default all of them).
     """
     k = occ.ctas
     clock = costs.clock_ghz * 1e9
@@ -90,7 +91,7 @@ def predict(costs, *, ii_cycles: float, flops: float, occ: Occupancy, work: dict
     sustained = getattr(costs.chip, "tc_sustained", 1.0)
     terms["tensor core"] = max(terms["tensor core"], k * flops / costs.tc_flops_per_clock) / sustained
     if copy_bytes:
-        c = copy_cost(costs, copy_bytes, ctas_per_sm=k, reuse=reuse)
+        c = copy_cost(costs, copy_bytes, ctas_per_sm=k, reuse=reuse, l2_bytes=l2_bytes)
         terms["shared memory"] = max(terms["shared memory"], c.port)
         terms["L2"], terms["DRAM"] = c.l2, c.dram
     resource = max(terms.values())

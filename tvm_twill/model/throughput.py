@@ -15,6 +15,11 @@ the formulas are written out in docs/machines.md ("Throughput model").
   SM's shared-memory port, through its share of L2 (the chip's L2 bandwidth
   over SMs x resident CTAs), and, for the compulsory traffic (bytes /
   reuse), through its share of DRAM; the largest is the copy's cycles.
+* **Clusters and TMA multicast** (``Cluster``): a cluster of m x n CTAs whose
+  TMA loads multicast reads A's tile from L2 once for the n CTAs of a
+  cluster row and B's once for the m CTAs of a cluster column, so one CTA's
+  L2 bytes are A / n + B / m; every CTA still writes the whole tiles into its
+  own shared memory (the port term is unchanged).
 * **Issue cost** (``issue_cycles``): each instruction of the issuing warp
   (``ISSUE_SLOTS``: a bulk copy or TMA box with its address arithmetic, a
   cp.async, an ldmatrix, an mma, a wgmma) takes issue slots; one warp issues
@@ -31,7 +36,7 @@ from dataclasses import dataclass, field
 
 from ..errors import MachineError
 
-__all__ = ["BOUNDS", "ISSUE_SLOTS", "CopyCost", "Occupancy", "copy_cost", "issue_cycles", "occupancy", "unit_label",
+__all__ = ["BOUNDS", "ISSUE_SLOTS", "Cluster", "CopyCost", "Occupancy", "copy_cost", "issue_cycles", "occupancy", "unit_label",
            "uses_bulk_copies", "wave_reuse"]
 
 #: What can limit a kernel, in the order ties are reported.
@@ -111,17 +116,58 @@ class CopyCost:
         return max((self.port, "shared memory"), (self.l2, "L2"), (self.dram, "DRAM"), key=lambda t: t[0])[1]
 
 
+#: CTAs in one cluster, at most (sm_90: 8 portable, 16 with the non-portable cluster size attribute).
+MAX_CLUSTER_CTAS = 16
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A thread-block cluster of ``m`` x ``n`` CTAs (CUTLASS's ``ClusterShape<m, n, 1>``: m CTAs along
+    the output's rows, n along its columns) whose TMA loads multicast operand tiles.
+
+    The n CTAs of a cluster row compute the same rows of C, so they share A's tile; the m CTAs of a
+    cluster column share B's.  With multicast each shared tile is read from L2 once per cluster
+    (each CTA issues 1/n of A's tile, or 1/m of B's, to every CTA that needs it), so one CTA's L2
+    bytes per iteration are ``a / n + b / m`` (``multicast_a`` / ``multicast_b`` off: that operand is
+    read by every CTA).  The default 1 x 1 cluster is a kernel without clusters.
+    """
+
+    m: int = 1
+    n: int = 1
+    multicast_a: bool = True
+    multicast_b: bool = True
+
+    def __post_init__(self):
+        for name in ("m", "n"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise MachineError(f"cluster {name} must be a positive integer, got {v!r}")
+        if self.m * self.n > MAX_CLUSTER_CTAS:
+            raise MachineError(f"a cluster of {self.m} x {self.n} CTAs exceeds the {MAX_CLUSTER_CTAS} CTAs a cluster "
+                               f"may hold: use fewer")
+
+    def l2_bytes(self, a_bytes: float, b_bytes: float) -> float:
+        """Bytes one CTA pulls from L2 per iteration for ``a_bytes`` of A and ``b_bytes`` of B."""
+        return (a_bytes / (self.n if self.multicast_a else 1)
+                + b_bytes / (self.m if self.multicast_b else 1))
+
+
 def copy_cost(costs, nbytes: float, *, ctas_per_sm: int = 1, reuse: float = 1.0,
-              active: int | None = None) -> CopyCost:
+              active: int | None = None, l2_bytes: float | None = None) -> CopyCost:
     """``nbytes`` per iteration of one CTA, ``ctas_per_sm`` CTAs resident on every SM, each tile
-    read by ``reuse`` CTAs of a wave: port = bytes x CTAs / port B/clk; L2 = bytes x A / L2 B/clk
+    read by ``reuse`` CTAs of a wave: port = bytes x CTAs / port B/clk; L2 = L2 bytes x A / L2 B/clk
     of the chip; DRAM = bytes / reuse x A / DRAM B/clk of the chip, with A the CTAs running at
-    once (``active``: SMs x CTAs per SM, fewer when the grid is smaller)."""
+    once (``active``: SMs x CTAs per SM, fewer when the grid is smaller).  ``l2_bytes``: what the
+    CTA pulls from L2 when a cluster multicasts tiles (``Cluster.l2_bytes``); ``nbytes`` otherwise."""
     chip = costs.chip
     clock = costs.clock_ghz * 1e9
     share = costs.sms * ctas_per_sm if active is None else max(1, active)
+    from_l2 = nbytes if l2_bytes is None else l2_bytes
+    if not 0 <= from_l2 <= nbytes:
+        raise MachineError(f"l2_bytes {from_l2!r} must lie between 0 and the {nbytes!r} bytes the CTA copies: "
+                           f"multicast shares tiles, it does not add any")
     return CopyCost(port=nbytes * ctas_per_sm / chip.smem_port_bytes_per_clock,
-                    l2=nbytes * share * 1.0 / (chip.l2_bytes_per_s / clock),
+                    l2=from_l2 * share * 1.0 / (chip.l2_bytes_per_s / clock),
                     dram=nbytes / max(reuse, 1.0) * share / (chip.dram_bytes_per_s / clock))
 
 

@@ -16,10 +16,11 @@ from .annotate import (AsyncWait, annotation_from_schedule, apply_annotation, as
                        legality_violations, remove_annotation, restore_annotation, select_async_stages,
                        statement_deps)
 from .evaluate import annotation_ii
-from .refine import (async_stages_contiguous, group_async_copies, grouped_async_order, prefer_program_order,
-                     refine)
+from .refine import (async_copies_first, async_copies_lead, async_stages_contiguous, group_async_copies,
+                     grouped_async_order, prefer_program_order, refine, wait_count_caveat)
 
-__all__ = ["AsyncWait", "annotation_from_schedule", "annotation_ii", "apply_annotation", "async_stages_contiguous",
+__all__ = ["AsyncWait", "annotation_from_schedule", "annotation_ii", "apply_annotation", "async_copies_first",
+           "async_copies_lead", "async_stages_contiguous",
            "async_waits", "buffer_versions", "group_async_copies", "grouped_async_order", "legality_violations",
            "prefer_program_order", "refine", "remove_annotation", "restore_annotation", "select_async_stages",
-           "statement_deps"]
+           "statement_deps", "wait_count_caveat"]

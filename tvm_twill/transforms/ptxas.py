@@ -22,7 +22,9 @@ prints it, is in tests/transforms/test_ptxas_messages.py):
   with the serialization message.
 
 ``parse_ptxas(text)`` -> ``PtxasMessage`` per line that carries a message
-code; ``wgmma_serialized(messages)`` -> the serialization messages.
+code; ``wgmma_serialized(messages)`` -> the serialization messages;
+``kernel_registers(text)`` -> registers per thread of each entry function
+("Compiling entry function 'f' for 'sm_90a'" ... "Used N registers").
 """
 from __future__ import annotations
 
@@ -35,11 +37,14 @@ from pathlib import Path
 
 from ..errors import ToolchainError
 
-__all__ = ["PtxasMessage", "parse_ptxas", "ptxas_messages", "ptxas_output", "wgmma_serialized"]
+__all__ = ["PtxasMessage", "find_nvcc", "kernel_registers", "parse_ptxas", "ptxas_messages", "ptxas_output",
+           "wgmma_serialized"]
 
 _CODED = re.compile(r"ptxas\s+(info|warning|error)\s*:\s*\((C\d{4})\)\s*(.*)$")
 _SERIALIZED = re.compile(r"wgmma\.mma_async instructions are serialized due to (.*?)"
                          r"(?: in the function '([^']*)')?\.?$")
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_USED = re.compile(r"Used (\d+) registers")
 _INJECTED = re.compile(r"(warpgroup\.(?:wait|arrive)) is injected in around line (\d+)(.*?)"
                        r"(?: in function '([^']*)')?\.?$")
 
@@ -97,10 +102,29 @@ def wgmma_serialized(messages) -> tuple[PtxasMessage, ...]:
     return tuple(m for m in messages if m.kind == "wgmma serialized")
 
 
+def kernel_registers(text: str) -> dict[str, int]:
+    """Entry function -> registers per thread, from ptxas's ``-v`` output: each "Used N registers" line
+    belongs to the last "Compiling entry function 'f'" before it (device functions are not entries)."""
+    out: dict[str, int] = {}
+    entry = None
+    for line in text.splitlines():
+        if (e := _ENTRY.search(line)) is not None:
+            entry = e.group(1)
+        elif entry is not None and (u := _USED.search(line)) is not None:
+            out[entry] = int(u.group(1))
+            entry = None
+    return out
+
+
+def find_nvcc() -> str | None:
+    """The nvcc ptxas runs through (``PATH``); None when the CUDA toolkit is not installed."""
+    return shutil.which("nvcc")
+
+
 def ptxas_output(src: str, arch: str) -> str | None:
     """What ``nvcc -arch=ARCH -cubin -Xptxas -v`` prints for CUDA source ``src`` (stdout and stderr);
     None when nvcc is not installed.  Raises ToolchainError when nvcc rejects the source."""
-    nvcc = shutil.which("nvcc")
+    nvcc = find_nvcc()
     if nvcc is None:
         return None
     with tempfile.TemporaryDirectory() as d:

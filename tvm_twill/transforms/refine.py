@@ -10,11 +10,11 @@ from dataclasses import replace
 
 from ..errors import InfeasibleError
 from ..model.pipeline import PipelineAnnotation
-from .annotate import legality_violations
+from .annotate import legality_violations, statement_deps
 from .evaluate import annotation_ii
 
-__all__ = ["async_stages_contiguous", "group_async_copies", "grouped_async_order", "prefer_program_order",
-           "refine"]
+__all__ = ["async_copies_lead", "async_copies_first", "wait_count_caveat", "async_stages_contiguous", "group_async_copies",
+           "grouped_async_order", "prefer_program_order", "refine"]
 
 
 def refine(ann: PipelineAnnotation, graph, machine, ii: int, *, solved=None) -> PipelineAnnotation:
@@ -65,6 +65,8 @@ def group_async_copies(ann: PipelineAnnotation, graph, machine, ii: int, *, solv
     schedule's order stays.
     """
     cand = grouped_async_order(ann)
+    if not async_copies_lead(cand, graph):
+        cand = async_copies_first(cand)
     return cand if cand != ann and _achieves(cand, graph, machine, ii, solved) else ann
 
 
@@ -75,6 +77,39 @@ def async_stages_contiguous(ann: PipelineAnnotation) -> bool:
         if run and run != list(range(run[0], run[0] + len(run))):
             return False
     return True
+
+
+def async_copies_lead(ann: PipelineAnnotation, graph) -> bool:
+    """Whether every statement that reads an async copy's data (a data dependence at distance 0) comes after
+    that copy in the order.  TVM 0.27 counts the body's ``cp.async.wait_group`` as if it did: with the
+    consumer first it waits for too few groups (TVM's nested GEMM, stages [0, 0, 3, 3, 3]: order [0, 1, 2,
+    3, 4] gets 3, the count ``transforms.async_waits`` simulates; order [1, 2, 0, 3, 4] gets 4 where only 2
+    groups are newer than the one the consumer reads, so it reads a copy still in flight)."""
+    asyncs = set(ann.async_stages)
+    return not any(dist == 0 and ann.stages[a] in asyncs and ann.orders[b] < ann.orders[a]
+                   for a, b, dist in statement_deps(graph, data_only=True))
+
+
+def wait_count_caveat(ann: PipelineAnnotation, graph) -> str | None:
+    """A warning when ``ann`` orders a statement that reads an async copy before the copy: TVM 0.27 then
+    emits a ``cp.async.wait_group`` count larger than ``transforms.async_waits`` simulates (what
+    ``PipelinePlan.waits`` says), and the kernel may read a copy still in flight.  None otherwise."""
+    if async_copies_lead(ann, graph):
+        return None
+    return (f"the order {list(ann.orders)} puts a statement that reads the cp.async copies of stage "
+            f"{list(ann.async_stages)} before them, and no order with the copies first fits: TVM 0.27 counts that "
+            "wait too high (the kernel may read a copy still in flight; plan.waits has the safe counts)")
+
+
+def async_copies_first(ann: PipelineAnnotation) -> PipelineAnnotation:
+    """``ann`` with the statements of each async stage first in the order (in program order), the others
+    after them in their order; legality is the caller's to check."""
+    seq = sorted(range(len(ann.orders)), key=lambda i: ann.orders[i])
+    copies = sorted(i for i in seq if ann.stages[i] in ann.async_stages)
+    orders = [0] * len(seq)
+    for pos, i in enumerate(copies + [i for i in seq if i not in copies]):
+        orders[i] = pos
+    return replace(ann, orders=tuple(orders))
 
 
 def grouped_async_order(ann: PipelineAnnotation, at: str = "first") -> PipelineAnnotation:
