@@ -53,6 +53,7 @@ from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import register_pipeline
 from .stages import SharedFit, fit_shared, shared_memory, shared_summary
 from .transforms.swp_lowering import register_swp_pipeline
+from .transforms.wait_counts import guard_loop_waits, register_waits_pipeline
 from .explain import SYMBOLIC_NOTE, explain_plan
 from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -169,13 +170,17 @@ class PipelinePlan:
     ptxas_registers: int | None = None
     #: ``top_k``: the next best annotations (``plan_alternatives.PlanAlternative``, ranks 2..K), not written.
     alternatives: tuple = ()
+    #: TVM's cp.async wait counts against ``waits`` (``transforms.wait_counts.TvmWait``) when TVM's would be
+    #: too large; the plan's TIR pipeline then compiles the smaller ones; (): TVM's counts are safe.
+    tvm_waits: tuple = ()
 
     @property
     def tir_pipeline(self) -> str | None:
         """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
         when the loop was warp-specialized or its function issues wgmma; ``tvm_twill_swp`` (constant cp.async
         wait counts, barriers allowed under the uniform prologue / epilogue guards: ``transforms.swp_lowering``)
-        for a pipelined loop of symbolic extent; else None (TVM's default)."""
+        for a pipelined loop of symbolic extent; ``tvm_twill_waits`` when TVM's cp.async wait counts need
+        lowering (``tvm_waits``); else None (TVM's default)."""
         ws = self.warp_specialization
         if ws is not None and self.applied and ws.tir_pipeline:
             return ws.tir_pipeline
@@ -183,7 +188,7 @@ class PipelinePlan:
             return register_pipeline()
         if self.applied and max(self.annotation.stages, default=0) > 0 and self.extraction.trip_count is None:
             return register_swp_pipeline()
-        return None
+        return register_waits_pipeline() if self.applied and self.tvm_waits else None
 
     def __repr__(self) -> str:  # one line (the dataclass repr runs to screens: extraction, graphs, schedules)
         ws = self.warp_specialization
@@ -545,7 +550,12 @@ def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: M
         except UnsupportedLoopError:
             restore_annotation(sch, ref.rv, previous)  # leave the schedule as it was
             raise
-    return replace(plan, applied=True, outcome=f"applied to loop '{ex.loop}'")
+    try:  # TVM's cp.async wait counts, checked; the ones too large are lowered when compiled (wait_counts)
+        tvm_waits = guard_loop_waits(sch, ref.rv, ann, ex.graph, ex.trip_count)
+    except UnsupportedLoopError:
+        restore_annotation(sch, ref.rv, previous)
+        raise
+    return replace(plan, applied=True, outcome=f"applied to loop '{ex.loop}'", tvm_waits=tvm_waits)
 
 
 # -- evaluate_annotation --------------------------------------------------------

@@ -76,6 +76,11 @@ class UnsupportedLoopError(TwillError, ValueError):
     exit_code = 2
 
 
+class WaitCountError(UnsupportedLoopError):
+    """A pipelined loop whose cp.async wait counts TVM emits cannot be checked or corrected against the
+    counts tvm_twill computes (``transforms.wait_counts``): compiling it could read copies still in flight."""
+
+
 class UnsupportedTargetError(TwillError, ValueError):
     """A target that has no machine model or no async copy."""
 

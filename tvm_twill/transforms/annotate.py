@@ -201,7 +201,8 @@ class AsyncWait:
     in_flight: int
 
 
-def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int) -> tuple[AsyncWait, ...]:
+def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int, *,
+                keep_redundant: bool = False) -> tuple[AsyncWait, ...]:
     """The waits the pipelined loop needs, in program order, by queue simulation.
 
     Independent of TVM's implementation: it executes the prologue, body and
@@ -225,10 +226,15 @@ def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int) -> tuple
     this gives 3 for the body where TVM 0.27 emits 5: TVM's prologue, which
     has no consumer between the copies, commits both copies as one group,
     while its body count assumes two groups per iteration, so its first body
-    iterations may read copies that are still in flight.  ``auto_pipeline``
-    keeps the copies of the async stage contiguous, which avoids the case.
+    iterations may read copies that are still in flight.  ``transforms.wait_counts``
+    guards every compiled plan against such counts (docs/tvm-wait-counts.md).
+
+    ``keep_redundant``: also list the waits of the unrolled parts whose groups
+    an earlier wait already completed (any count is safe there; the one given
+    is the number of groups committed after the newest group read): TVM emits
+    a wait before every consumer it places, so this list lines up with TVM's.
     """
-    q = _AsyncQueue(ann, graph, trip_count)
+    q = _AsyncQueue(ann, graph, trip_count, keep_redundant)
     S = ann.num_stages - 1
     for k in range(S):
         q.run("prologue", k, k)
@@ -242,11 +248,11 @@ def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int) -> tuple
 class _AsyncQueue:
     """The single cp.async queue as ``async_waits`` simulates it: the groups committed, the waits emitted."""
 
-    def __init__(self, ann: PipelineAnnotation, graph: Graph, trip_count: int):
+    def __init__(self, ann: PipelineAnnotation, graph: Graph, trip_count: int, keep_redundant: bool = False):
         deps = [(a, b) for a, b, dist in statement_deps(graph, data_only=True) if dist == 0]
         n = len(ann.stages)
         asyncs = set(ann.async_stages)
-        self.ann, self.trip_count = ann, trip_count
+        self.ann, self.trip_count, self.keep_redundant = ann, trip_count, keep_redundant
         self.is_async = [ann.stages[i] in asyncs for i in range(n)]
         self.seq = sorted(range(n), key=lambda i: ann.orders[i])
         self.producers = {b: sorted({a for a, d in deps if d == b and self.is_async[a] and a != b
@@ -286,7 +292,7 @@ class _AsyncQueue:
             if g is None:
                 raise InputError(f"statement {c} reads async data of statement {p} (iteration {j}) "
                                  "before it is committed: reorder the statements")
-            if g < self.done and part != "body":
+            if g < self.done and part != "body" and not self.keep_redundant:
                 continue  # an earlier wait already completed it (unrolled parts only)
             st = self.ann.stages[p]
             if st not in pending:
@@ -316,10 +322,16 @@ class _AsyncQueue:
 
 
 # -- writing the annotations on a tvm.s_tir.Schedule ---------------------------
+#: Loop annotation: the cp.async in-flight counts the pipelined loop needs, one per wait TVM emits, in order
+#: (written by ``wait_counts.guard_loop_waits`` where TVM's counts are too large; read by its passes).
+WAITS_KEY = "tvm_twill_async_wait_counts"
+
+
 def remove_annotation(sch, loop_rv) -> None:
-    """Remove every software-pipeline annotation from the loop (no-op when it has none)."""
+    """Remove every software-pipeline annotation from the loop (no-op when it has none), and the expected
+    wait counts (``WAITS_KEY``) that belong to it."""
     node = sch.get(loop_rv)
-    for key in ANNOTATION_KEYS:
+    for key in (*ANNOTATION_KEYS, WAITS_KEY):
         if key in node.annotations:
             sch.unannotate(loop_rv, key)
 

@@ -39,6 +39,7 @@ from ..frontend.ir import (splice_passes, stock_finalize_passes, stock_s_tir_pas
                            tvm_ffi)
 from ..frontend.uniform import uniformity, varying_vars
 from .let_hoist import hoist_invariant_lets_pass
+from .wait_counts import with_wait_guard
 
 __all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "register_swp_pipeline",
            "uniform_guard_loops", "uniform_guard_loops_pass", "varying_vars"]
@@ -125,6 +126,7 @@ def _swp_pipeline():
                                before=True)
         passes = splice_passes(passes, "s_tir.InjectSoftwarePipeline", [constant_async_waits_pass])
         passes = splice_passes(passes, "s_tir.ThreadSync", [uniform_guard_loops_pass], before=True)
+        passes = with_wait_guard(passes)
         return tvm.ir.transform.Sequential(passes)(mod)
 
     host, device = stock_finalize_passes()

@@ -36,6 +36,7 @@ from .fragments import shrink_thread_fragments_pass
 from .proxy_fence import proxy_fence_pass
 from .role_barriers import consumer_barriers_pass
 from .ws_compiled import check_compiled, verify_compiled_protocol
+from .wait_counts import with_wait_guard
 
 __all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches",
            "warp_specialize_pass", "ws_passes"]
@@ -123,7 +124,7 @@ def ws_passes() -> list:
                            [shrink_thread_fragments_pass, warp_specialize_pass])
     passes = splice_passes(passes, "s_tir.InferFragment", [consumer_barriers_pass], before=True)  # after ThreadSync
     passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [proxy_fence_pass], before=True)
-    return passes + [verify_role_branches, verify_compiled_protocol]
+    return with_wait_guard(passes) + [verify_role_branches, verify_compiled_protocol]
 
 
 def _ws_pipeline():

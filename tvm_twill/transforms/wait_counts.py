@@ -1,0 +1,246 @@
+"""The guard against TVM 0.27's too-large ``cp.async.wait_group`` counts.
+
+``cp.async.wait_group N`` completes every committed group but the ``N``
+newest, so a count larger than the number of groups committed after the one
+a statement reads lets it read a copy still in flight.  TVM 0.27's
+InjectSoftwarePipeline computes its counts from a per-iteration model of its
+own commit groups that does not always match the groups it emits
+(docs/tvm-wait-counts.md: the rule and the annotations it miscounts), while
+``annotate.async_waits`` computes the largest safe count by simulating the
+emitted queue.  This module makes the compiled count the smaller of the two:
+
+* the plan writes the counts ``async_waits`` computes (``keep_redundant``: one
+  per wait TVM emits, in program order) on its loop as the annotation
+  ``WAITS_KEY``, only when a dry run of TVM's pass shows a count too large
+  (``tvm_wait_counts``);
+* ``mark_expected_waits`` (right before InjectSoftwarePipeline) moves that
+  annotation into an ``AttrStmt`` around the loop, which TVM's pass keeps
+  around the prologue, body and epilogue it emits;
+* ``exact_async_waits`` (right after it) lists the waits inside each mark
+  as they will run (an unrolled prologue / epilogue iteration each, the body
+  once), pairs them with the expected counts, replaces each count by the
+  smaller one (``min``: a smaller count only waits for more copies, so the
+  rewrite is safe even for a stale annotation), and drops the mark.  When
+  the waits do not pair up (another number of waits than expected) it
+  raises WaitCountError rather than compile counts nobody checked.
+
+Both passes are part of the ``tvm_twill_waits`` pipeline (TVM's default plus
+the guard, what a plan that needs the guard and no other pipeline compiles
+with) and of the ``tvm_twill_swp`` and ``tvm_twill_ws`` pipelines
+(``with_wait_guard``); a loop without the annotation is left alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import WaitCountError
+from ..frontend.lowering import ASYNC_COPY_CONFIG, pipeline_prefix_passes
+from ..frontend.ir import (children, const_int, s_tir, splice_passes, stock_finalize_passes, stock_s_tir_passes,
+                           substitute, tir_pipeline_registry, tirx, tvm, tvm_ffi)
+from .annotate import WAITS_KEY, async_waits
+
+__all__ = ["WAITS_KEY", "WAITS_PIPELINE", "TvmWait", "exact_async_waits", "exact_async_waits_pass",
+           "mark_expected_waits", "mark_expected_waits_pass", "guard_loop_waits", "register_waits_pipeline", "tvm_wait_counts",
+           "with_wait_guard"]
+
+#: The TIR pipeline of a plan whose loop TVM miscounts and that needs no other tvm_twill pipeline.
+WAITS_PIPELINE = "tvm_twill_waits"
+_MARK = "tvm_twill_expected_async_waits"
+_COUNT = "async_wait_inflight_count"
+_INJECT = "s_tir.InjectSoftwarePipeline"
+
+
+@dataclass(frozen=True)
+class TvmWait:
+    """One wait of a pipelined loop as it runs: TVM's count (None: not a constant) and the expected one."""
+
+    emitted: int | None
+    expected: int
+
+    @property
+    def too_large(self) -> bool:
+        return self.emitted is None or self.emitted > self.expected
+
+
+# -- before InjectSoftwarePipeline: the loop annotation becomes a mark around the loop -----------------------
+def mark_expected_waits(func):
+    """``func`` with each loop annotated ``WAITS_KEY`` wrapped in a mark carrying those counts (and the
+    annotation removed from the loop, so nothing after the guard sees it)."""
+    def fix(loop):
+        if WAITS_KEY not in (loop.annotations or {}):
+            return loop
+        counts = ",".join(str(int(c)) for c in loop.annotations[WAITS_KEY])
+        keep = {k: v for k, v in loop.annotations.items() if k != WAITS_KEY}
+        new = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, keep)
+        return tirx.AttrStmt(f"{loop.loop_var.name}:{counts}", _MARK, tirx.const(0, "int32"), new)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, fix)]))
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TwillMarkExpectedAsyncWaits")
+def mark_expected_waits_pass(func, mod, ctx):
+    return mark_expected_waits(func)
+
+
+# -- after it: the waits inside each mark, as they run, against the expected counts -------------------------
+def _waits_as_run(stmt, env: tuple, out: list) -> None:
+    """Append ``(wait AttrStmt, env, count)`` for each wait under ``stmt`` in the order they run: an unrolled
+    loop of constant extent once per iteration (``env``: its variables' values), any other loop once; a
+    block whose predicate is false under ``env`` is skipped; ``count`` is the count under ``env`` (an int, or
+    None when it does not fold to one)."""
+    if isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.UNROLLED:
+        lo, ext = const_int(stmt.min), const_int(stmt.extent)
+        if lo is not None and ext is not None:
+            for k in range(lo, lo + ext):
+                _waits_as_run(stmt.body, env + ((stmt.loop_var, k),), out)
+            return
+    if isinstance(stmt, s_tir.SBlockRealize):
+        cond = _fold(stmt.predicate, env)
+        if cond is not None and cond == 0:
+            return
+    if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == _COUNT:
+        out.append((stmt, env, _fold(stmt.value, env)))
+    for c in children(stmt):
+        _waits_as_run(c, env, out)
+
+
+def _fold(expr, env: tuple) -> int | None:
+    """``expr`` with the unrolled loop variables of ``env`` replaced by their values, as an int (or None)."""
+    if env:
+        expr = substitute(expr, [(v, tirx.const(k, str(v.ty))) for v, k in env])
+    return const_int(tvm.sym.Analyzer().simplify(expr))
+
+
+def _marked_waits(mark) -> tuple[str, list, list[int]]:
+    """(loop name, its waits as run, the expected counts) of one mark."""
+    name, _, counts = str(mark.node).rpartition(":")
+    expected = [int(c) for c in counts.split(",") if c]
+    runs: list = []
+    _waits_as_run(mark.body, (), runs)
+    if len(runs) != len(expected):
+        raise WaitCountError(
+            f"loop '{name}': TVM emitted {len(runs)} cp.async waits where tvm_twill computed {len(expected)} "
+            f"({expected}), so their counts cannot be checked: re-plan the loop (auto_pipeline) or compile it "
+            "without async stages")
+    return name, runs, expected
+
+
+def _select(env_counts: list) -> object:
+    """The count as an expression of the unrolled loop variables: ``[(env, count)]`` -> nested selects."""
+    value = tirx.const(env_counts[-1][1], "int32")
+    for env, count in reversed(env_counts[:-1]):
+        cond = None
+        for v, k in env:
+            eq = tirx.EQ(v, tirx.const(k, str(v.ty)))
+            cond = eq if cond is None else tirx.And(cond, eq)
+        value = value if cond is None else tirx.Select(cond, tirx.const(count, "int32"), value)
+    return value
+
+
+def exact_async_waits(func):
+    """``func`` with each marked loop's wait counts lowered to the expected ones where TVM's are larger, and
+    the marks removed (module docstring).  Raises WaitCountError when the waits do not pair up."""
+    def fix(mark):
+        if mark.attr_key != _MARK:
+            return mark
+        _, runs, expected = _marked_waits(mark)
+        per_wait: list = []  # [(wait AttrStmt, [(env, safe count)])], in order of first run
+        for (attr, env, emitted), want in zip(runs, expected):
+            safe = want if emitted is None else min(emitted, want)
+            entry = next((e for e in per_wait if e[0].same_as(attr)), None)
+            if entry is None:
+                per_wait.append((attr, []))
+                entry = per_wait[-1]
+            entry[1].append((env, safe))
+
+        def rewrite(attr):
+            if attr.attr_key != _COUNT:
+                return attr
+            entry = next((e for e in per_wait if e[0].body.same_as(attr.body)), None)
+            if entry is None or all(_fold(attr.value, env) == c for env, c in entry[1]):
+                return attr
+            value = tirx.Min(attr.value, _select(entry[1]))
+            return tirx.AttrStmt(attr.node, attr.attr_key, value, attr.body)
+
+        return tvm_ffi.structural_map(mark.body, [(tirx.AttrStmt, rewrite)])
+
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.AttrStmt, fix)]))
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TwillExactAsyncWaits")
+def exact_async_waits_pass(func, mod, ctx):
+    return exact_async_waits(func)
+
+
+def with_wait_guard(passes: list) -> list:
+    """``passes`` (an s_tir pass list with InjectSoftwarePipeline) with the mark right before that pass and
+    ``exact_async_waits`` right after it, before any pass that rewrites TVM's counts."""
+    passes = splice_passes(passes, _INJECT, [exact_async_waits_pass])
+    return splice_passes(passes, _INJECT, [mark_expected_waits_pass], before=True)
+
+
+def _waits_pipeline():
+    @tvm.transform.module_pass(opt_level=0)
+    def _pipeline(mod, _ctx):
+        return tvm.ir.transform.Sequential(with_wait_guard(stock_s_tir_passes()))(mod)
+
+    host, device = stock_finalize_passes()
+    return _pipeline, host, device
+
+
+def register_waits_pipeline() -> str:
+    """Register the ``tvm_twill_waits`` TIR pipeline (idempotent): TVM's default s_tir pipeline with the wait
+    guard (``with_wait_guard``) and nothing else; returns its name for ``tvm.compile(..., tir_pipeline=)``."""
+    registry = tir_pipeline_registry()
+    if WAITS_PIPELINE not in registry.PIPELINE_MAP:
+        registry.register_tir_pipeline(WAITS_PIPELINE, _waits_pipeline)
+    return WAITS_PIPELINE
+
+
+# -- plan time: TVM's counts for a loop, against the expected ones ------------------------------------------
+def tvm_wait_counts(mod, prefix_passes: list, loop: str | None = None) -> list[TvmWait]:
+    """The waits of the loops of ``mod`` annotated ``WAITS_KEY`` as TVM 0.27 emits them, each paired with its
+    expected count: ``prefix_passes`` (TVM's s_tir passes through InjectSoftwarePipeline) run with the
+    mark, then the waits of each mark (of loop ``loop`` only, when given) are listed as ``exact_async_waits``
+    sees them (nothing is rewritten).
+    Raises WaitCountError when they do not pair up; TVM's own errors propagate."""
+    passes = splice_passes(list(prefix_passes), _INJECT, [mark_expected_waits_pass], before=True)
+    lowered = tvm.transform.Sequential(passes)(mod)
+    found: list[TvmWait] = []
+
+    def on_mark(attr):
+        if attr.attr_key == _MARK and (loop is None or str(attr.node).rpartition(":")[0] == loop):
+            _, runs, expected = _marked_waits(attr)
+            found.extend(TvmWait(emitted, want) for (_, _, emitted), want in zip(runs, expected))
+
+    for _, func in lowered.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            tvm_ffi.structural_walk(func.body, [(tirx.AttrStmt, on_mark)])
+    return found
+
+
+def guard_loop_waits(sch, loop_rv, ann, graph, trip_count: int | None) -> tuple[TvmWait, ...]:
+    """Check TVM's wait counts for the pipelined loop ``loop_rv`` of ``sch`` (annotated ``ann``; ``graph`` its
+    statements' dependences) and write what the guard needs.
+
+    Computes the counts the loop needs (``async_waits`` with ``keep_redundant``; a symbolic ``trip_count``
+    (None): a loop long enough to reach the steady state), writes them as ``WAITS_KEY`` and dry-runs TVM's
+    passes (``tvm_wait_counts``).  When some count of TVM's is too large the annotation stays (the plan's
+    pipeline then lowers those counts) and the pairs are returned; otherwise it is removed again and ()
+    returned.  Raises WaitCountError (the annotation removed) when TVM's waits do not pair up with the
+    computed ones."""
+    if not ann.async_stages:
+        return ()
+    trips = trip_count if trip_count is not None else 2 * ann.num_stages + 1
+    expected = [w.in_flight for w in async_waits(ann, graph, trips, keep_redundant=True)]
+    sch.annotate(loop_rv, WAITS_KEY, expected)
+    try:
+        with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: 1}):
+            pairs = tvm_wait_counts(sch.mod, pipeline_prefix_passes(), sch.get(loop_rv).loop_var.name)
+    except WaitCountError:
+        sch.unannotate(loop_rv, WAITS_KEY)
+        raise
+    if any(p.too_large for p in pairs):
+        return tuple(pairs)
+    sch.unannotate(loop_rv, WAITS_KEY)
+    return ()
