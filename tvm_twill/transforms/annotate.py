@@ -322,8 +322,9 @@ class _AsyncQueue:
 
 
 # -- writing the annotations on a tvm.s_tir.Schedule ---------------------------
-#: Loop annotation: the cp.async in-flight counts the pipelined loop needs, one per wait TVM emits, in order
-#: (written by ``wait_counts.guard_loop_waits`` where TVM's counts are too large; read by its passes).
+#: Loop annotation: the cp.async in-flight counts the pipelined loop needs, one per wait TVM emits, in order,
+#: as a comma-separated string (written by ``wait_counts.guard_loop_waits`` where TVM's counts are too large;
+#: read by its passes).
 WAITS_KEY = "tvm_twill_async_wait_counts"
 
 

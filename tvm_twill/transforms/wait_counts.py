@@ -69,7 +69,7 @@ def mark_expected_waits(func):
     def fix(loop):
         if WAITS_KEY not in (loop.annotations or {}):
             return loop
-        counts = ",".join(str(int(c)) for c in loop.annotations[WAITS_KEY])
+        counts = str(loop.annotations[WAITS_KEY])
         keep = {k: v for k, v in loop.annotations.items() if k != WAITS_KEY}
         new = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, keep)
         return tirx.AttrStmt(f"{loop.loop_var.name}:{counts}", _MARK, tirx.const(0, "int32"), new)
@@ -233,7 +233,7 @@ def guard_loop_waits(sch, loop_rv, ann, graph, trip_count: int | None) -> tuple[
         return ()
     trips = trip_count if trip_count is not None else 2 * ann.num_stages + 1
     expected = [w.in_flight for w in async_waits(ann, graph, trips, keep_redundant=True)]
-    sch.annotate(loop_rv, WAITS_KEY, expected)
+    sch.annotate(loop_rv, WAITS_KEY, ",".join(str(c) for c in expected))
     try:
         with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: 1}):
             pairs = tvm_wait_counts(sch.mod, pipeline_prefix_passes(), sch.get(loop_rv).loop_var.name)

@@ -1,0 +1,105 @@
+"""The cp.async wait-count guard (``transforms.wait_counts``) against TVM 0.27's InjectSoftwarePipeline.
+
+Loops: ``tir_gen.copy_loop_specs`` (two or three global->shared copies, one consumer), annotated with random
+legal stages, orders and async stages.  For each, TVM's counts are paired with ``async_waits``'s
+(``guard_loop_waits``) and the loop is compiled with the guarded pipeline: every ``cp.async.wait_group`` of
+the CUDA is at most the count ``async_waits`` computes for it (a larger one lets the consumer read a copy
+still in flight), or the guard refuses the loop with WaitCountError.  Without the guard, TVM's counts are too
+large for a consumer ordered before two or more copies of its async stage (docs/tvm-wait-counts.md).
+"""
+import re
+
+import pytest
+
+pytest.importorskip("tvm")
+import tvm  # noqa: E402
+from hypothesis import HealthCheck, assume, event, example, given, settings, strategies as st  # noqa: E402
+
+import tir_gen  # noqa: E402
+from tvm_twill.errors import WaitCountError  # noqa: E402
+from tvm_twill.frontend import compile_cuda, extract_loop, resolve_loop  # noqa: E402
+from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
+from tvm_twill.transforms import apply_annotation, async_waits, legality_violations  # noqa: E402
+from tvm_twill.transforms.wait_counts import WAITS_PIPELINE, guard_loop_waits, register_waits_pipeline  # noqa: E402
+
+_WAIT = re.compile(r"cp_async_wait_group\w*?_(\d+)\(\);")
+
+
+def emitted_waits(src: str) -> list[int]:
+    """The wait_group counts of the kernel, in program order."""
+    return [int(n) for n in _WAIT.findall(src[src.index('extern "C" __global__'):])]
+
+
+@st.composite
+def annotated_copy_loops(draw):
+    """(spec, annotation): copies in stages 0..3 (the earliest 0), the consumer in a later stage than 0 and
+    no earlier than the copies it reads, any order (illegal ones are skipped), stage 0 asynchronous (TVM's CUDA code generator knows only
+    async queue 0, the queue of stage 0)."""
+    spec = draw(tir_gen.copy_loop_specs())
+    n = len(spec.widths)
+    copies = [draw(st.integers(0, 3)) for _ in range(n)]
+    copies = [c - min(copies) for c in copies]
+    use = draw(st.integers(max(1, *(copies[k] for k in spec.used)), 4))
+    stages = (*copies, use)
+    seq = draw(st.permutations(range(n + 1)))
+    orders = [0] * (n + 1)
+    for pos, i in enumerate(seq):
+        orders[i] = pos
+    return spec, PipelineAnnotation(stages, tuple(orders), (0,))
+
+
+def _loop(spec, ann):
+    sch = tvm.s_tir.Schedule(tvm.script.from_source(tir_gen.build_copy_loop(spec)))
+    rv = resolve_loop(sch, "i").rv
+    apply_annotation(sch, rv, ann)
+    return sch, rv
+
+
+M3_LIKE = (tir_gen.CopyLoopSpec(trip=8, widths=(16, 64)), PipelineAnnotation((0, 0, 3), (1, 2, 0), (0,)))
+
+
+@settings(derandomize=True, deadline=None, max_examples=60,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(case=annotated_copy_loops())
+@example(case=M3_LIKE)
+def test_compiled_waits_never_exceed_the_computed_counts(case):
+    spec, ann = case
+    sch, rv = _loop(spec, ann)
+    ex = extract_loop(sch, rv, "sm_80")
+    assume(not legality_violations(ann, ex.graph))
+    try:
+        pairs = guard_loop_waits(sch, rv, ann, ex.graph, ex.trip_count)
+    except WaitCountError as err:
+        assert re.match(r"loop 'i': TVM emitted \d+ cp.async waits where tvm_twill computed \d+", str(err))
+        return
+    except Exception as err:  # noqa: BLE001 - TVM refuses the annotation (two async stages for one consumer...)
+        event(f"TVM refuses: {str(err).splitlines()[-1][:60]}")
+        assume(False)
+    expected = [w.in_flight for w in async_waits(ann, ex.graph, ex.trip_count, keep_redundant=True)]
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=register_waits_pipeline())
+    got = emitted_waits(src)
+    event("TVM's counts too large: lowered" if pairs else "TVM's counts safe" if expected else "no waits")
+    assert len(got) == len(expected), (got, expected)
+    assert all(g <= e for g, e in zip(got, expected)), (got, expected, pairs)
+
+
+def test_m3_like_loop_is_one_tvm_miscounts_and_the_guard_lowers():
+    spec, ann = M3_LIKE
+    sch, rv = _loop(spec, ann)
+    ex = extract_loop(sch, rv, "sm_80")
+    expected = [w.in_flight for w in async_waits(ann, ex.graph, ex.trip_count)]
+    _, plain = compile_cuda(sch, "sm_80")
+    assert emitted_waits(plain)[0] > expected[0]  # TVM: the consumer first, two copies counted as two groups
+    pairs = guard_loop_waits(sch, rv, ann, ex.graph, ex.trip_count)
+    assert [p.emitted for p in pairs] == emitted_waits(plain) and [p.expected for p in pairs] == expected
+    _, guarded = compile_cuda(sch, "sm_80", tir_pipeline=WAITS_PIPELINE)
+    assert emitted_waits(guarded) == expected
+
+
+def test_a_loop_tvm_counts_right_keeps_tvms_pipeline():
+    spec = tir_gen.CopyLoopSpec(trip=8, widths=(16, 64))
+    ann = PipelineAnnotation((0, 0, 3), (0, 1, 2), (0,))
+    sch, rv = _loop(spec, ann)
+    ex = extract_loop(sch, rv, "sm_80")
+    assert guard_loop_waits(sch, rv, ann, ex.graph, ex.trip_count) == ()
+    assert "tvm_twill_async_wait_counts" not in sch.get(rv).annotations
