@@ -34,14 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import WaitCountError
-from ..frontend.lowering import ASYNC_COPY_CONFIG, pipeline_prefix_passes
 from ..frontend.ir import (children, const_int, s_tir, splice_passes, stock_finalize_passes, stock_s_tir_passes,
                            substitute, tir_pipeline_registry, tirx, tvm, tvm_ffi)
+from ..frontend.lowering import ASYNC_COPY_CONFIG, pipeline_prefix_passes
 from .annotate import WAITS_KEY, async_waits
 
 __all__ = ["WAITS_KEY", "WAITS_PIPELINE", "TvmWait", "exact_async_waits", "exact_async_waits_pass",
-           "mark_expected_waits", "mark_expected_waits_pass", "guard_loop_waits", "register_waits_pipeline", "tvm_wait_counts",
-           "with_wait_guard"]
+           "guard_loop_waits", "mark_expected_waits", "mark_expected_waits_pass", "register_waits_pipeline",
+           "tvm_wait_counts", "with_wait_guard"]
 
 #: The TIR pipeline of a plan whose loop TVM miscounts and that needs no other tvm_twill pipeline.
 WAITS_PIPELINE = "tvm_twill_waits"
