@@ -33,6 +33,8 @@ from typing import NamedTuple
 from .errors import InputError, ToolchainError
 from .frontend import ASYNC_COPY_CONFIG, parse_target
 from .frontend.ir import branches, const_int, tirx, tvm
+from .transforms.annotate import WAITS_KEY
+from .transforms.wait_counts import WAITS_PIPELINE, expected_waits_value
 from .transforms.ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
 from .transforms.ws_lowering import WS_PIPELINE, register_pipeline
 
@@ -77,6 +79,8 @@ def pass_context(plans):
 
 def _tir_pipeline(plans) -> str | None:
     names = sorted({p.tir_pipeline for p in plan_tree(plans) if p.tir_pipeline is not None})
+    if len(names) > 1 and WAITS_PIPELINE in names:  # every other tvm_twill pipeline has the wait guard too
+        names.remove(WAITS_PIPELINE)
     if len(names) > 1:
         raise InputError(f"the plans need different TIR pipelines {names}: build one module per pipeline")
     return names[0] if names else None
@@ -105,12 +109,15 @@ def _loop_annotations(mod) -> dict:
 
 
 def check_module_carries(mod, plans) -> None:
-    """InputError unless every applied plan's annotations are on its loop in ``mod``."""
+    """InputError unless every applied plan's annotations are on its loop in ``mod`` (with the expected wait
+    counts of a plan whose TVM counts the guard lowers: ``plan.tvm_waits``)."""
     loops = _loop_annotations(mod)
     for p in plan_tree(plans):
         if not p.applied:
             continue
         want = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in p.annotations.items()}
+        if p.tvm_waits:  # the counts the guard lowers TVM's to (transforms.wait_counts)
+            want[WAITS_KEY] = expected_waits_value(p.tvm_waits)
         if not any(all(have.get(k) == v for k, v in want.items()) for have in loops.get(p.loop, [])):
             raise InputError(f"the module does not carry the plan of loop '{p.loop}' ({want}): pass the module "
                              "of the schedule auto_pipeline annotated (sch.mod after the call)")

@@ -41,6 +41,7 @@ from .frontend import (dlight_target, local_stage_blocks, loop_rv, parse_target,
                        scratch_schedule)
 from .frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
 from .transforms import apply_annotation, remove_annotation
+from .transforms.wait_counts import annotate_expected_waits
 
 __all__ = ["STAGING", "AutoPipelined", "NestReplan", "replan_schedule"]
 
@@ -151,6 +152,7 @@ def _write(sch, nest, plan, variant) -> None:
         rv = nest[i].rv
         if p.applied:
             apply_annotation(sch, rv, p.annotation)
+            annotate_expected_waits(sch, rv, p.tvm_waits)
         else:  # the plan is the loop without a pipeline
             remove_annotation(sch, rv)
 

@@ -50,6 +50,7 @@ from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import inject_pipeline, machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
 from .frontend.ir import fingerprint, meta_schedule, meta_schedule_postproc_base, meta_schedule_verify_gpu_code, tvm
 from .transforms import apply_annotation, async_waits, remove_annotation, restore_annotation
+from .transforms.wait_counts import annotate_expected_waits, guard_loop_waits
 from .workloads import TARGET_TAGS, pipelined_tensorcore_rule, sample_candidates
 
 __all__ = ["PIPELINED_RULES", "NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "sample_candidates",
@@ -208,17 +209,19 @@ def _sample(sch, rv, plan, rng: random.Random, cache):
         return plan
     alt = plan.alternatives[pick - 1]
     apply_annotation(sch, rv, alt.annotation)
+    ann, trips = alt.annotation, plan.extraction.trip_count
     try:
         inject_pipeline(sch.mod) if cache is None else cache.verify(sch.mod)
+        tvm_waits = guard_loop_waits(sch, rv, ann, plan.graph, trips)  # TVM's wait counts, checked
     except UnsupportedLoopError as err:  # TVM refuses it: the best one, as auto_pipeline wrote it
         apply_annotation(sch, rv, plan.annotation)
+        annotate_expected_waits(sch, rv, plan.tvm_waits)
         log.info("loop %s keeps its best annotation: TVM refuses the sampled one ranked %d (%s)", plan.loop,
                  alt.rank, _reason(err))
         return plan
-    ann, trips = alt.annotation, plan.extraction.trip_count
     waits = async_waits(ann, plan.graph, trips if trips is not None else 2 * ann.num_stages + 1) \
         if ann.async_stages else ()
-    return replace(plan, schedule=alt.schedule, annotation=ann, waits=waits, applied=True,
+    return replace(plan, schedule=alt.schedule, annotation=ann, waits=waits, applied=True, tvm_waits=tvm_waits,
                    outcome=f"applied the annotation ranked {alt.rank} of {1 + len(plan.alternatives)} (sampled, "
                            f"top_k={plan.options.top_k}) to loop '{plan.loop}'")
 

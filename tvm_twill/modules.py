@@ -54,6 +54,7 @@ from .model import get_machine
 from .module_report import LoopOutcome, ModulePlan, reason_of
 from .solvers import SolveOptions, graph_key
 from .transforms import apply_annotation, remove_annotation
+from .transforms.wait_counts import annotate_expected_waits
 from .workers import solve_job
 
 __all__ = ["LoopOutcome", "ModulePlan", "plan_module"]
@@ -374,6 +375,7 @@ def _write_function(func, chosen: list, base: PlanCache):
         for i, p in zip(inner_first, (*job.plan.inner, job.plan)):
             if p.applied:
                 apply_annotation(sch, refs[i].rv, p.annotation)
+                annotate_expected_waits(sch, refs[i].rv, p.tvm_waits)
             else:  # the plan is the loop without a pipeline
                 remove_annotation(sch, refs[i].rv)
     try:

@@ -40,7 +40,7 @@ from ..frontend.lowering import ASYNC_COPY_CONFIG, pipeline_prefix_passes
 from .annotate import WAITS_KEY, async_waits
 
 __all__ = ["WAITS_KEY", "WAITS_PIPELINE", "TvmWait", "exact_async_waits", "exact_async_waits_pass",
-           "guard_loop_waits", "mark_expected_waits", "mark_expected_waits_pass", "register_waits_pipeline",
+           "annotate_expected_waits", "expected_waits_value", "guard_loop_waits", "mark_expected_waits", "mark_expected_waits_pass", "register_waits_pipeline",
            "tvm_wait_counts", "with_wait_guard"]
 
 #: The TIR pipeline of a plan whose loop TVM miscounts and that needs no other tvm_twill pipeline.
@@ -244,3 +244,15 @@ def guard_loop_waits(sch, loop_rv, ann, graph, trip_count: int | None) -> tuple[
         return tuple(pairs)
     sch.unannotate(loop_rv, WAITS_KEY)
     return ()
+
+
+def expected_waits_value(tvm_waits) -> str:
+    """The ``WAITS_KEY`` annotation value of a plan's ``tvm_waits`` (the expected counts, comma-separated)."""
+    return ",".join(str(w.expected) for w in tvm_waits)
+
+
+def annotate_expected_waits(sch, loop_rv, tvm_waits) -> None:
+    """Write a plan's expected wait counts on its loop (after its pipeline annotation: ``apply_annotation``
+    removes them) when the plan has some (``tvm_waits``); a plan without leaves the loop as it is."""
+    if tvm_waits:
+        sch.annotate(loop_rv, WAITS_KEY, expected_waits_value(tvm_waits))
