@@ -45,7 +45,7 @@ def built(mma_gemm):
             sch, k0, k1 = mma_gemm()
             plan = auto_pipeline(sch, k0 if variant == "simple" else [k0, k1], arch)
             hand, hk0, _ = mma_gemm(variant)
-            _, src = compile_cuda(sch, arch)
+            _, src = compile_cuda(sch, arch, tir_pipeline=plan.tir_pipeline)  # as tvm_twill.build compiles it
             _, hand_src = compile_cuda(hand, arch)
             cache[arch, variant] = {
                 "plan": plan, "sch": sch, "k0": k0, "hand": hand, "hk0": hk0, "src": src, "hand_src": hand_src,

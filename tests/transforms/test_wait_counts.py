@@ -8,6 +8,7 @@ still in flight), or the guard refuses the loop with WaitCountError.  Without th
 large for a consumer ordered before two or more copies of its async stage (docs/tvm-wait-counts.md).
 """
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -16,11 +17,14 @@ import tvm  # noqa: E402
 from hypothesis import HealthCheck, assume, event, example, given, settings, strategies as st  # noqa: E402
 
 import tir_gen  # noqa: E402
-from tvm_twill.errors import WaitCountError  # noqa: E402
+from tvm_twill import build  # noqa: E402
+from tvm_twill.api import auto_pipeline  # noqa: E402
+from tvm_twill.errors import InputError, WaitCountError  # noqa: E402
 from tvm_twill.frontend import compile_cuda, extract_loop, resolve_loop  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.transforms import apply_annotation, async_waits, legality_violations  # noqa: E402
-from tvm_twill.transforms.wait_counts import WAITS_PIPELINE, guard_loop_waits, register_waits_pipeline  # noqa: E402
+from tvm_twill.transforms.wait_counts import (WAITS_PIPELINE, TvmWait, guard_loop_waits,  # noqa: E402
+                                              register_waits_pipeline)
 
 _WAIT = re.compile(r"cp_async_wait_group\w*?_(\d+)\(\);")
 
@@ -81,6 +85,19 @@ def test_compiled_waits_never_exceed_the_computed_counts(case):
     event("TVM's counts too large: lowered" if pairs else "TVM's counts safe" if expected else "no waits")
     assert len(got) == len(expected), (got, expected)
     assert all(g <= e for g, e in zip(got, expected)), (got, expected, pairs)
+    if tvm_counts_safe(ann, ex.graph):  # docs/tvm-wait-counts.md: where TVM's own counts are never too large
+        assert not pairs, pairs
+
+
+def tvm_counts_safe(ann, graph) -> bool:
+    """The documented condition for TVM's counts to be safe as emitted: the async stage's statements
+    consecutive in the order and no statement reading them before the first, or a single async statement."""
+    copies = sorted(ann.orders[i] for i, s in enumerate(ann.stages) if s in ann.async_stages)
+    reads = {e.dst for e in graph.edges if e.kind == "data" and e.distance == 0
+             and ann.stages[graph.index(e.src)] in ann.async_stages}
+    first_read = min((ann.orders[graph.index(n)] for n in reads), default=len(ann.orders))
+    return len(copies) == 1 or (copies == list(range(copies[0], copies[0] + len(copies)))
+                                and first_read > copies[0])
 
 
 def test_m3_like_loop_is_one_tvm_miscounts_and_the_guard_lowers():
@@ -103,3 +120,13 @@ def test_a_loop_tvm_counts_right_keeps_tvms_pipeline():
     ex = extract_loop(sch, rv, "sm_80")
     assert guard_loop_waits(sch, rv, ann, ex.graph, ex.trip_count) == ()
     assert "tvm_twill_async_wait_counts" not in sch.get(rv).annotations
+
+
+def test_build_refuses_a_module_without_the_counts_its_plan_needs():
+    sch = tvm.s_tir.Schedule(tvm.script.from_source(tir_gen.build_copy_loop(tir_gen.CopyLoopSpec(8, (16, 64)))))
+    plan = auto_pipeline(sch, "i", "sm_80")
+    assert plan.applied and plan.annotation.async_stages and plan.tvm_waits == ()
+    needs = replace(plan, tvm_waits=(TvmWait(emitted=3, expected=2),))  # as if TVM over-counted this loop
+    assert needs.tir_pipeline == WAITS_PIPELINE
+    with pytest.raises(InputError, match="does not carry the plan of loop 'i'.*tvm_twill_async_wait_counts"):
+        build(sch.mod, "sm_80", needs)
