@@ -187,6 +187,10 @@ def _memory(plan) -> list[str]:
         L.append(f"async stages {list(ann.async_stages)}: {', '.join(plan.async_copies)} become cp.async when "
                  f"compiled with tvm_twill.build(mod, target, plan) (or under plan.pass_context()); predicted "
                  f"cp.async.wait_group counts: {waits or 'none'}")
+        fixed = [f"{w.emitted} -> {w.expected}" for w in plan.tvm_waits if w.emitted != w.expected]
+        if fixed:
+            L.append(f"  TVM 0.27 would emit larger counts ({', '.join(fixed)}: a race); the plan's pipeline "
+                     f"{plan.tir_pipeline} lowers them (docs/tvm-wait-counts.md)")
     else:
         L.append("no async stage (no stage consists only of cp.async-capable copies)")
     L.extend(f"  {name} stays a synchronous copy: {why}" for name, why in plan.sync_copies)

@@ -43,6 +43,7 @@ def test_m3_plan_compiles_the_computed_waits_and_runs_race_free():
         "the model no longer plans the case this test is about"
     # TVM's own body count is 4 where 2 groups are newer than the one the consumer reads
     assert [(w.emitted, w.expected) for w in plan.tvm_waits] == [(4, 2), (2, 2), (1, 1), (0, 0)]
+    assert "TVM 0.27 would emit larger counts (4 -> 2: a race)" in plan.explain()
     lib = tvm_twill.build(sch.mod, "sm_90a", plan)
     src = lib.mod.imports[0].inspect_source()
     kernel = src[src.index('extern "C" __global__'):]
