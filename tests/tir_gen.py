@@ -271,3 +271,23 @@ def build_copy_loop(spec: CopyLoopSpec) -> str:
     lines += [f"                for j in range({w_out}):", "                    with T.sblock('use'):",
               f"                        C[tx, i, j] = ({expr}) * T.float32(2)"]
     return "\n".join(lines) + "\n"
+
+
+@st.composite
+def annotated_copy_loops(draw):
+    """(spec, annotation) of a ``CopyLoopSpec``: copies in stages 0..3 (the earliest 0), the consumer in a
+    later stage than 0 and no earlier than the copies it reads, any order (the caller skips illegal ones),
+    stage 0 asynchronous (TVM's CUDA code generator knows only async queue 0, the queue of stage 0)."""
+    from tvm_twill.model.pipeline import PipelineAnnotation
+
+    spec = draw(copy_loop_specs())
+    n = len(spec.widths)
+    copies = [draw(st.integers(0, 3)) for _ in range(n)]
+    copies = [c - min(copies) for c in copies]
+    use = draw(st.integers(max(1, *(copies[k] for k in spec.used)), 4))
+    stages = (*copies, use)
+    seq = draw(st.permutations(range(n + 1)))
+    orders = [0] * (n + 1)
+    for pos, i in enumerate(seq):
+        orders[i] = pos
+    return spec, PipelineAnnotation(stages, tuple(orders), (0,))

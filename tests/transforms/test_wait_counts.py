@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("tvm")
 import tvm  # noqa: E402
-from hypothesis import HealthCheck, assume, event, example, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, assume, event, example, given, settings  # noqa: E402
 
 import tir_gen  # noqa: E402
 from tvm_twill import build  # noqa: E402
@@ -34,24 +34,6 @@ def emitted_waits(src: str) -> list[int]:
     return [int(n) for n in _WAIT.findall(src[src.index('extern "C" __global__'):])]
 
 
-@st.composite
-def annotated_copy_loops(draw):
-    """(spec, annotation): copies in stages 0..3 (the earliest 0), the consumer in a later stage than 0 and
-    no earlier than the copies it reads, any order (illegal ones are skipped), stage 0 asynchronous (TVM's CUDA code generator knows only
-    async queue 0, the queue of stage 0)."""
-    spec = draw(tir_gen.copy_loop_specs())
-    n = len(spec.widths)
-    copies = [draw(st.integers(0, 3)) for _ in range(n)]
-    copies = [c - min(copies) for c in copies]
-    use = draw(st.integers(max(1, *(copies[k] for k in spec.used)), 4))
-    stages = (*copies, use)
-    seq = draw(st.permutations(range(n + 1)))
-    orders = [0] * (n + 1)
-    for pos, i in enumerate(seq):
-        orders[i] = pos
-    return spec, PipelineAnnotation(stages, tuple(orders), (0,))
-
-
 def _loop(spec, ann):
     sch = tvm.s_tir.Schedule(tvm.script.from_source(tir_gen.build_copy_loop(spec)))
     rv = resolve_loop(sch, "i").rv
@@ -64,7 +46,7 @@ M3_LIKE = (tir_gen.CopyLoopSpec(trip=8, widths=(16, 64)), PipelineAnnotation((0,
 
 @settings(derandomize=True, deadline=None, max_examples=60,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(case=annotated_copy_loops())
+@given(case=tir_gen.annotated_copy_loops())
 @example(case=M3_LIKE)
 def test_compiled_waits_never_exceed_the_computed_counts(case):
     spec, ann = case

@@ -71,7 +71,8 @@ def mark_expected_waits(func):
             return loop
         counts = str(loop.annotations[WAITS_KEY])
         keep = {k: v for k, v in loop.annotations.items() if k != WAITS_KEY}
-        new = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, keep)
+        new = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, keep,
+                       getattr(loop, "step", None))
         return tirx.AttrStmt(f"{loop.loop_var.name}:{counts}", _MARK, tirx.const(0, "int32"), new)
 
     return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, fix)]))
