@@ -62,6 +62,8 @@ def test_pass_names_are_tvms_with_the_rewrite_spliced_in(config):
     stock = _compiled_pass_names(config, "s_tir")
     k = stock.index("s_tir.InjectSoftwarePipeline")  # the cp.async wait-count guard around it (wait_counts)
     stock = stock[:k] + ["TwillMarkExpectedAsyncWaits", stock[k], "TwillExactAsyncWaits"] + stock[k + 1:]
+    f = stock.index("s_tir.InferFragment")  # the consumers' named barriers, after ThreadSync (role_barriers)
+    stock = stock[:f] + ["TwillConsumerBarriers"] + stock[f:]
     i = stock.index("tirx.FlattenBuffer") + 1
     j = stock.index("s_tir.MergeSharedMemoryAllocations")
     assert ours == stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches",
