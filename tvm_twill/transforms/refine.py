@@ -93,12 +93,13 @@ def async_copies_lead(ann: PipelineAnnotation, graph) -> bool:
 def wait_count_caveat(ann: PipelineAnnotation, graph) -> str | None:
     """A warning when ``ann`` orders a statement that reads an async copy before the copy: TVM 0.27 then
     emits a ``cp.async.wait_group`` count larger than ``transforms.async_waits`` simulates (what
-    ``PipelinePlan.waits`` says), and the kernel may read a copy still in flight.  None otherwise."""
+    ``PipelinePlan.waits`` says), which ``transforms.wait_counts`` lowers when the plan compiles.  None
+    otherwise."""
     if async_copies_lead(ann, graph):
         return None
     return (f"the order {list(ann.orders)} puts a statement that reads the cp.async copies of stage "
             f"{list(ann.async_stages)} before them, and no order with the copies first fits: TVM 0.27 counts that "
-            "wait too high (the kernel may read a copy still in flight; plan.waits has the safe counts)")
+            "wait too high; the plan's pipeline lowers it to plan.waits (the wait guard: plan.tvm_waits)")
 
 
 def async_copies_first(ann: PipelineAnnotation) -> PipelineAnnotation:
