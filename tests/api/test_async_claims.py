@@ -91,8 +91,9 @@ def test_the_issues_wgmma_gemm_compiles_both_copies_as_cp_async():
 
 def test_a_reader_before_its_copies_is_warned(monkeypatch):
     """Two 256 B copies and their reader, 4 trips, DRAM latency 16: the plan is stages [0, 0, 3] with the
-    reader first (order [1, 2, 0]) and no order with the copies first fits.  TVM 0.27 compiles it with
-    cp.async.wait_group 4 in the body where the simulation (plan.waits) says 2: the plan warns."""
+    reader first (order [1, 2, 0]) and no order with the copies first fits.  TVM 0.27 would compile it with
+    cp.async.wait_group 4 in the body where the simulation (plan.waits) says 2: the plan warns, and the wait
+    guard (plan.tvm_waits, transforms.wait_counts) compiles 2."""
     spec = tir_gen.CopyLoopSpec(trip=4, widths=(64, 64), threads=4, reads=())
     with pytest.warns(UserWarning, match="TVM 0.27 counts that wait too high"):
         sch, plan = plan_for(spec, 16, monkeypatch)
@@ -100,4 +101,5 @@ def test_a_reader_before_its_copies_is_warned(monkeypatch):
     assert any("TVM 0.27 counts that wait too high" in w for w in plan.warnings)
     src = tvm_twill.build(sch.mod, "sm_80", plan).mod.imports[0].inspect_source()
     kernel = src[src.index('extern "C" __global__'):]
-    assert re.findall(r"wait_group_(\d+)", kernel) == ["4", "2", "1", "0"]  # TVM's count, not the safe 2
+    assert [(w.emitted, w.expected) for w in plan.tvm_waits][0] == (4, 2)  # TVM's count, and the safe one
+    assert re.findall(r"wait_group_(\d+)", kernel) == [str(w.in_flight) for w in plan.waits] == ["2", "2", "1", "0"]
