@@ -480,6 +480,18 @@ lanes("st.shared / ld.shared, scalars and vectors (a lane reads its neighbour's 
     xor.b32 %r15, %r15, %r12;""", lambda x, y: _shared_round_trip(x, y))
 
 
+# nvcc folds a constant into the offset and leaves the register below the array, below zero: [%r+256] with
+# %r = a shared offset - 256 addresses in 32 bits (register + offset modulo 2^32), not at 2^32 + offset
+lanes("st.shared / ld.shared from a 32-bit register that wrapped below zero (the sum wraps back)",
+      ("st.shared.v4.u32", "ld.shared.v4.u32"), _SHARED_ADDR + """
+    add.s32 %r25, %r22, -1048576;
+    add.s32 %r26, %r24, -1048576;
+    ld.global.v4.u32 {%r5, %r6, %r7, %r8}, [%rd5];
+    st.shared.v4.u32 [%r25+1048576], {%r5, %r6, %r7, %r8};
+    bar.sync 0;
+    ld.shared.v4.u32 {%r3, %r13, %r14, %r15}, [%r26+1048576];""", lambda x, y: x[np.arange(T) ^ 1])
+
+
 def _shared_round_trip(x, y):
     nb = np.arange(T) ^ 1
     row = x.copy()

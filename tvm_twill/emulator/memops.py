@@ -6,6 +6,8 @@ memory at ``LOCAL_WINDOW`` (what ``cvta`` adds); anything else is global.
 Every shared access goes through the happens-before shadow
 (``memory.SharedMemory``); global accesses are bounds checked, carry
 poison and go through the launch's global race shadow (``globalrace``).
+A 32-bit address register plus its offset wraps modulo 2^32 (then zero-extends): nvcc's
+shared-memory code relies on it.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from .memory import PENDING, lane_bytes
 from .values import LANES, RAW, TYPED, WIDTH, por
 
 SPACES = ("global", "shared", "local", "param", "const")
+_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 def address(cc, op, ins):
@@ -37,7 +40,9 @@ def address(cc, op, ins):
     i = cc.reg(b, ins)
     if cc.dtypes[i] == np.uint64:
         return lambda w: w.regs[i] + off
-    return lambda w: w.regs[i].astype(np.uint64) + off
+    # a 32-bit register addresses in 32 bits: register + offset wraps modulo 2^32 (nvcc relies on it, e.g.
+    # ``[%r+256]`` where %r is a shared offset minus 256 that went below zero), then zero-extends
+    return lambda w: (w.regs[i].astype(np.uint64) + off) & _LOW32
 
 
 def _space(parts):
