@@ -5,7 +5,8 @@
 as these variants (``variant_specs``):
 
 * ``simt_plain``: ``tvm_twill.kernels.fa_forward`` (CUDA cores) unpipelined: the baseline of the next two;
-* ``simt_swp``: the same, software-pipelined by ``auto_pipeline`` (cp.async stages);
+* ``simt_swp``: the same, software-pipelined by ``auto_pipeline`` (its FMA loops make it ALU-bound on
+  the model, which then keeps the loads synchronous: no cp.async stage);
 * ``simt_ws``: the same, ``auto_pipeline(..., warp_specialize=True)`` (producer warp, mbarrier rings);
 * on sm_80 only (its mma.sync code runs on Hopper too): ``tc_plain``, ``kernels.attention_tc.fa_forward_tc``
   (tensor cores) unpipelined, and ``tc_swp``, pipelined by ``auto_pipeline`` (both under ``TC_PASS_CONFIG``).

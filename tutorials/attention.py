@@ -11,8 +11,9 @@ Needs TVM and nvcc (the emulator runs the PTX nvcc writes); matplotlib for the p
    of the Twill paper: two GEMMs, exp, O and the softmax state carried to the next iteration), finds the
    schedule with the smallest initiation interval and writes it back as TVM software-pipeline annotations;
    ``plan.explain()`` says why each statement is in its stage, ``plan.plot()`` draws it.
-3. The CUDA: ``tvm_twill.build`` compiles the plan as planned (the K and V loads become cp.async, the waits
-   constant); an excerpt is printed with ptxas's register / spill line.
+3. The CUDA: ``tvm_twill.build`` compiles the plan as planned (K and V loads in an async stage become
+   cp.async with constant waits; S and O are SIMT FMA loops, so the loop is bound by the CUDA cores and
+   the model may keep the loads synchronous); ptxas's register / spill line is printed.
 4. The check: ``tvm_twill.emulator.run`` executes the kernel's PTX on the CPU under adversarial timings for
    a KV length that is not a multiple of the tile and compares it with numpy.
 5. On tensor cores: ``tvm_twill.kernels.fa_forward_tc`` runs both GEMMs on mma.sync (TVM's sm_80 tensor
@@ -100,8 +101,10 @@ def simt(out: Path, plot: bool):
     waits = sorted(set(re.findall(r"cp\.async\.wait_group (\d+)", src)))
     sites = len(re.findall(r"^\s+ptx_cp_async\w*\(", src, re.M))
     print(f"\n== 3. the CUDA: {sites} cp.async call sites (16-byte copies of K and V), cp.async.wait_group "
-          f"counts {waits}; an excerpt of the kernel:")
-    print(_cuda_excerpt(src))
+          f"counts {waits}" + ("; an excerpt of the kernel:" if sites else ": the loop is bound by its FMA work on "
+                               "the CUDA cores, and the plan keeps the loads synchronous"))
+    if sites:
+        print(_cuda_excerpt(src))
     print_ptxas_report(src, "sm_80")
     print("\n== 4. the check")
     _emulate(f, shape, "pipelined SIMT attention")

@@ -22,8 +22,10 @@ INJECTED = ("ptxas info    : (C7517) warpgroup.wait is injected in around line 8
 @pytest.fixture(scope="module")
 def plan():
     """The attention KV loop on sm_90a: GEMMs (TC), exp (SFU) and the softmax bookkeeping (ALU), which the
-    schedule overlaps."""
+    schedule overlaps (the two GEMM blocks marked for tensorizing, as MetaSchedule's rule marks them)."""
     sch = tvm.s_tir.Schedule(fa_forward(AttentionShape()))
+    for gemm in ("S", "O"):
+        sch.annotate(sch.get_sblock(gemm), "meta_schedule.auto_tensorize", "wgmma")
     return auto_pipeline(sch, KV_LOOP, "sm_90a")
 
 

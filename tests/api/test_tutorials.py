@@ -120,7 +120,7 @@ def test_attention(tmp_path):
     pytest.importorskip("matplotlib")
     out = run("attention.py", "--out", str(tmp_path))
     assert "result: applied to loop 'j'" in out and (tmp_path / "attention_plan.png").stat().st_size > 10000
-    assert re.search(r"== 3\. the CUDA: \d+ cp\.async call sites", out) and "ptx_cp_async" in out
+    assert re.search(r"== 3\. the CUDA: \d+ cp\.async call sites", out)
     assert "0 bytes spill stores, 0 bytes spill loads" in out
     for label in ("pipelined SIMT attention", "tensor-core attention", "warp-specialized tensor-core attention"):
         assert re.search(rf"emulated {label}: ok: 0 findings", out)

@@ -2,8 +2,8 @@
 writes for the attention kernels) and ``gpu_suite.py emulate`` on it.
 
 A small folder is prepared (one head, 128 queries: two CTAs) with the software-pipelined SIMT kernel, the
-pipelined tensor-core kernel (causal) and, as a planted bug, the SIMT kernel with its cp.async waits
-removed.  The manifest records the kernel parameters in PTX order with the KV length as ``"n"``, the
+pipelined tensor-core kernel (causal) and, as a planted bug, the tensor-core kernel with its cp.async
+waits removed (the SIMT kernel is ALU-bound on the model: its plan keeps the loads synchronous).  The manifest records the kernel parameters in PTX order with the KV length as ``"n"``, the
 unpipelined baseline and the model's prediction; the emulator runs both CTAs of each at a ragged KV length
 against numpy: the two kernels are right with no finding, the planted bug is caught.
 """
@@ -34,12 +34,12 @@ def prepared(tmp_path_factory):
     kdir = root / "sm_80" / "attention"
     assert attention_gpu.export(kdir, "sm_80", 30, heads=1, q_len=128, only=set(VARIANTS)) == 0
     man = json.loads((kdir / "manifest.json").read_text())
-    good = next(v for v in man["variants"] if v["name"] == "simt_swp_d64")
+    good = next(v for v in man["variants"] if v["name"] == "tc_swp_d64_causal")
     src = (kdir / good["cu"]).read_text()
     broken = re.sub(r"cp\.async\.wait_group \d+;", "", src)
     assert broken != src
     (kdir / "broken.cu").write_text(broken)
-    man["variants"].append({**good, "name": "simt_swp_d64_wait_removed", "cu": "broken.cu"})
+    man["variants"].append({**good, "name": "tc_swp_d64_causal_wait_removed", "cu": "broken.cu"})
     (kdir / "manifest.json").write_text(json.dumps(man))
     return root, man
 
@@ -56,7 +56,8 @@ def test_the_manifest_carries_n_the_baseline_and_the_prediction(prepared):
         assert sorted(bufs) == ["K", "O", "Q", "V"] and scalars == [{"kind": "scalar", "type": "s32", "value": "n"}]
         assert v["baseline"] == v["name"].replace("_swp_", "_plain_")
         p = v["prediction"]
-        assert p["machine"] == "a100" and p["bound"] in BOUNDS and 0 < p["tflops"] <= p["peak_tflops"]
+        # (two CTAs of the SIMT kernel on the CUDA cores: under 0.05 TFLOPS, recorded rounded as 0.0)
+        assert p["machine"] == "a100" and p["bound"] in BOUNDS and 0 <= p["tflops"] <= p["peak_tflops"]
         assert p["flops_per_iteration"] > 0 and p["ii_cycles"] > 0 and p["registers"] > 0
         assert v["annotation"]  # the plan's stages, as applied
     simt, tc = man["variants"][:2]
@@ -64,6 +65,9 @@ def test_the_manifest_carries_n_the_baseline_and_the_prediction(prepared):
     assert tc["block"] == [32, 2, 1] and simt["block"] == [64, 1, 1]
     # the SIMT kernel runs its FLOP on the CUDA cores: their peak (2 x 64 FMA x 108 SMs x 1.41 GHz) is recorded
     assert simt["prediction"]["cuda_core_peak_tflops"] == 19.5 and "cuda_core_peak_tflops" not in tc["prediction"]
+    # and its prediction stays under that peak: its FMA loops are costed on the CUDA cores (no note)
+    assert simt["prediction"]["tflops"] <= 19.5 and "note" not in simt["prediction"]
+    assert tc["prediction"]["tflops"] > 0
 
 
 def test_emulate_runs_the_attention_kernels_and_catches_the_planted_bug(prepared, tmp_path):
@@ -77,11 +81,11 @@ def test_emulate_runs_the_attention_kernels_and_catches_the_planted_bug(prepared
     doc = json.loads((tmp_path / "emulated_attention_sm_80.json").read_text())
     res = {(x["variant"], x["n"]): x for x in doc["results"]}
     assert {k: x["status"] for k, x in res.items() if k[1] == 37} == {
-        ("simt_swp_d64", 37): "ok", ("tc_swp_d64_causal", 37): "ok", ("simt_swp_d64_wait_removed", 37): "wrong"}
+        ("simt_swp_d64", 37): "ok", ("tc_swp_d64_causal", 37): "ok", ("tc_swp_d64_causal_wait_removed", 37): "wrong"}
     for name in VARIANTS:
         for n in (37, 0):  # n = 0: no KV tile, every row written as zeros
             assert res[name, n]["status"] == "ok" and res[name, n]["findings"] == []
             assert res[name, n]["max_abs_err"] < 2e-2 and res[name, n]["blocks"] == [[0, 0, 0], [1, 0, 0]]
-            assert res[name, n]["prediction"]["tflops"] > 0
-    bad = res["simt_swp_d64_wait_removed", 37]
+            assert res[name, n]["prediction"]["tflops"] >= 0 and res[name, n]["prediction"]["ii_cycles"] > 0
+    bad = res["tc_swp_d64_causal_wait_removed", 37]
     assert bad["findings"] and any("AsyncReadBeforeWait" in f or "wait" in f.lower() for f in bad["findings"])

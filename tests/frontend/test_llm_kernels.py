@@ -118,7 +118,13 @@ LENGTH = {"sequence_prefill": "kv_len", "paged_prefill": "kv_chunk_len", "ragged
 
 @functools.cache
 def _planned(kind):
+    """The kernel planned with its two GEMM blocks marked for tensorizing: costed on the tensor cores, the
+    loads' latency matters and the plan pipelines them, which is what the lowering tests below need (as
+    SIMT FMA loops on the CUDA cores the loop is ALU-bound and its best plan is one stage).  The mark is a
+    block annotation TVM's lowering ignores: the code compiled is the kernel's own."""
     sch = _kernel(kind)
+    for gemm in ("S_gemm_update", "O_gemm_update"):
+        sch.annotate(sch.get_sblock(gemm), "meta_schedule.auto_tensorize", "mma")
     source = sch.mod
     plan = auto_pipeline(sch, "iterator", "sm_80", time_limit=60, quiet=True)
     return source, sch, plan

@@ -1,6 +1,7 @@
 """FA3's structure on the Hopper model, from the attention loop the front-end extracts (tvm_twill.kernels).
 
-The KV loop of the s_tir kernel (head dim 128) is extracted for sm_90a with streaming copies (the
+The KV loop of the s_tir kernel (head dim 128), its two GEMM blocks marked for tensorizing (the SIMT
+kernel's own FMA loops would run on the CUDA cores), is extracted for sm_90a with streaming copies (the
 warp-specialized model) and split into two data-parallel consumer groups (``model.groups.split_consumers``),
 as the warp-specialization planner does.  Solved jointly (SWP + WS) on the h100 model with one producer and
 two consumer roles, the plan has the structure FlashAttention-3 reports:
@@ -49,6 +50,8 @@ def tc_fraction(schedule, graph) -> float:
 @pytest.fixture(scope="module")
 def extracted():
     sch = tvm.s_tir.Schedule(fa_forward(AttentionShape(head_dim=128)))
+    for gemm in ("S", "O"):  # FA3 runs both GEMMs on the tensor cores: mark them as MetaSchedule's rule does
+        sch.annotate(sch.get_sblock(gemm), "meta_schedule.auto_tensorize", "wgmma")
     ex = extract_loop(sch, KV_LOOP, "sm_90a", streaming_copies=True)
     loads = [s.name for s in ex.stmts if s.kind == "copy"]
     assert loads == ["K_load", "V_load"] and ex.machine.name == "h100"

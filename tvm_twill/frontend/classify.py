@@ -6,16 +6,27 @@ Classes, from what the block computes (first match wins):
 kind            recognised by                                                        runs on
 ==============  ===================================================================  ===========
 ``mma``         an mma / wgmma intrinsic call, or a reduction block                  tensor cores
-                multiply-accumulating fp16/bf16/fp8/int8 inputs (tensorized later)
+                multiply-accumulating fp16/bf16/fp8/int8 inputs that will be
+                tensorized: it reads or writes a tensor-core fragment scope
+                (``warp``, ``wmma.*``, ``m16n8k8.*``) or carries MetaSchedule's
+                ``meta_schedule.auto_tensorize`` annotation
 ``sfu``         exp, exp2, log, tanh, rsqrt ... calls                                SFU (MUFU)
 ``shuffle``     warp shuffles (``tvm_warp_shuffle*``): a shuffle reduction           CUDA cores
 ``copy``        a plain load->store from global to shared (cp.async, TMA)           copy engine
 ``fma``         ``x = x + a * b`` on fp32 or wider values (or a reduction block      CUDA cores
-                doing it): a SIMT FMA loop
+                doing it): a SIMT FMA loop; also a low-precision multiply-accumulate
+                with neither mark of tensorization (fp16 inputs converted, then
+                fp32 FMAs: a SIMT kernel such as ``kernels.fa_forward``)
 ``store``       writes global memory (an epilogue: bias, activation, the store)      CUDA cores
 ``ldmatrix``    reads shared, writes registers, computes nothing else                shared port
 ``alu``         anything else (elementwise work)                                     CUDA cores
 ==============  ===================================================================  ===========
+
+A low-precision multiply-accumulate not marked for tensorizing is costed as what a SIMT kernel runs:
+each input converted to fp32, then one fp32 FMA, at the machine's ``fma_per_clock`` (the CUDA
+programming guide's arithmetic-throughput table: 64 per clock per SM on sm_80, 128 on sm_86 and later;
+docs/machines.md).  The conversions are not charged, so such a loop's predicted throughput is at most the
+CUDA cores' peak (2 x fma_per_clock x SMs x clock: 19.5 TFLOPS on A100, 61.8 on H100).
 """
 from __future__ import annotations
 
@@ -31,6 +42,10 @@ _SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "
               "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
 _TC_DTYPES = ("float16", "bfloat16", "float8", "int8", "uint8", "int4")
+#: Register scopes of tensor-core fragments (TVM's wmma, mma.sync and ldmatrix intrinsics operate on them).
+_FRAGMENT = re.compile(r"warp$|wmma\.|m\d+n\d+k\d+\.")
+#: MetaSchedule's block annotation: the intrinsic its RewriteTensorize postprocessor puts in the block's place.
+AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
 
 
 @dataclass
@@ -119,9 +134,10 @@ def _is_fma_update(store) -> bool:
     return bool(muls)
 
 
-def _mac_reduction(block) -> str | None:
-    """"tc" for a reduction block multiply-accumulating low-precision inputs (a GEMM element the
-    schedule tensorizes), "fma" for one on fp32 or wider inputs, else None."""
+def _mac_reduction(block, scopes: set) -> str | None:
+    """"tc" for a reduction block multiply-accumulating low-precision inputs that will be tensorized
+    (``scopes``, the scopes it reads and writes, hold a tensor-core fragment, or it carries
+    ``AUTO_TENSORIZE``), "fma" for any other multiply-accumulate reduction (SIMT code), else None."""
     if not any(int(iv.iter_type) == 2 for iv in block.iter_vars):  # 2 = CommReduce
         return None
     if not isinstance(block.body, tirx.BufferStore):
@@ -130,12 +146,15 @@ def _mac_reduction(block) -> str | None:
     tvm_ffi.structural_walk(block.body.value, [(tvm.ir.prim.expr.Mul, lambda m: muls.append(m))])
     if not muls:
         return None
-    return "tc" if any(str(r.source.dtype).startswith(_TC_DTYPES) for r in block.reads) else "fma"
+    if not any(str(r.source.dtype).startswith(_TC_DTYPES) for r in block.reads):
+        return "fma"
+    tensorized = AUTO_TENSORIZE in block.annotations or any(_FRAGMENT.match(s) for s in scopes)
+    return "tc" if tensorized else "fma"
 
 
 def classify(block, work: LeafWork, read_scopes: set, write_scopes: set, plain: bool) -> str:
     """The class of a leaf block (module docstring), from its work and the scopes it reads/writes."""
-    mac = _mac_reduction(block)
+    mac = _mac_reduction(block, read_scopes | write_scopes)
     if work.flops == 0 and mac == "tc":
         work.flops = 2.0
     if work.fmas == 0 and mac == "fma":

@@ -55,8 +55,8 @@ Choices, stated:
   asks for the warp-specialized model.
 * **SIMT FMA** (``x = x + a * b`` on fp32, not tensorized) runs on the CUDA
   cores; the shared-memory operands it reads go through the same port as
-  ldmatrix, side by side with the FMA pipe.  A reduction over fp16/bf16/
-  fp8/int8 inputs is assumed to be tensorized (tensor cores).
+  ldmatrix, side by side with the FMA pipe.  An fp16/bf16/fp8/int8 one not
+  marked for tensorizing (``frontend/classify.py``) is too: fp32 FMAs.
 * **ldmatrix** is charged at the shared-memory bandwidth (128 B/clk/SM, the
   ``smem_bytes_per_clock`` of the machine).
 * **mma.sync on Hopper** is charged at the full dense tensor rate of the
