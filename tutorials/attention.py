@@ -23,6 +23,9 @@ Needs TVM and nvcc (the emulator runs the PTX nvcc writes); matplotlib for the p
    streaming K and V through cp.async mbarrier rings and the mma warps as consumers; the consumers' exchanges
    through shared memory (S, P, the correction) are ordered by a named barrier of the consumer threads.
 7. The model's predicted throughput for a realistic problem, next to published FlashAttention figures.
+8. The schedules the paper reports, on its graphs of the two loops: FA3's on the Hopper model (two consumer
+   groups, each one's exponential under the other's GEMMs, the tensor core busy in every slot) and FA4's
+   six roles on the Blackwell model.
 """
 from __future__ import annotations
 
@@ -188,6 +191,36 @@ def prediction():
           "next to the measured FA2 / FA3 figures above)")
 
 
+def structures():
+    from tvm_twill.data import load_example
+    from tvm_twill.solvers import prepare
+
+    import tvm_twill
+
+    print("\n== 8. the FA3 and FA4 structures, on the paper's graphs of the two loops")
+    for name in ("fa_fwd_hopper", "fa_fwd_blackwell_fa4"):
+        graph = load_example(name)
+        sched = tvm_twill.solve(graph, time_limit=60)
+        ops = prepare(graph).graph.ops
+        named = graph.machine.roles
+        roles: dict = {}
+        for op in ops:
+            roles.setdefault(sched.ops[op.name].warp, []).append(op.name)
+        print(f"{name} ({graph.machine.name}): ii {sched.ii}, {len(roles)} roles: " + "; ".join(
+            f"{named[w].name if named else f'role {w}'}: {', '.join(names)}" for w, names in sorted(roles.items())))
+        busy: dict = {u: {r: [] for r in range(sched.ii)} for u in ("TC", "SFU")}
+        for op in ops:
+            for j, row in enumerate(op.reservation()):
+                for unit, _ in row:
+                    if unit in busy:
+                        busy[unit][(sched.ops[op.name].time + j) % sched.ii].append(op.name)
+        tc = sum(1 for names in busy["TC"].values() if names) / sched.ii
+        under = [f"{e} under {'+'.join(busy['TC'][r])}" for r, names in busy["SFU"].items() for e in names
+                 if busy["TC"][r]]
+        print(f"  the tensor core is busy in {tc:.0%} of the steady state; exponentials under GEMMs: "
+              f"{'; '.join(under) or 'none'}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("twill_pictures"), help="folder for the picture")
@@ -199,6 +232,7 @@ def main(argv=None):
     tensor_cores()
     warp_specialized()
     prediction()
+    structures()
 
 
 if __name__ == "__main__":

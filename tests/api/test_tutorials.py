@@ -129,6 +129,15 @@ def test_attention(tmp_path):
     assert "protocol model check: " in out and "bar_sync_count_sync((uint)15, (uint)64)" in out
     assert re.search(r"this kernel, by the model: \d+ TFLOPS", out)
     assert "FlashAttention-2 on A100" in out and "740 TFLOPS" in out and "645 TFLOPS" in out
+    # the paper's schedules on its graphs: FA3's two consumer groups on h100, each exp under the other's GEMMs
+    fa3 = re.search(r"fa_fwd_hopper \(h100\): ii \d+, 3 roles: (.*)\n(.*)\n", out)
+    assert fa3 and {"S_a, P_a, O_a", "S_b, P_b, O_b", "load_K, load_V"} <= {
+        part.split(": ", 1)[1] for part in fa3.group(1).split("; ")}
+    assert "busy in 100%" in fa3.group(2) and re.search(r"P_a under \w+_b", fa3.group(2))
+    assert re.search(r"P_b under \w+_a", fa3.group(2))
+    # FA4's split on b200: two softmax groups, a correction group, one MMA issuer, the loads
+    assert re.search(r"fa_fwd_blackwell_fa4 \(b200\): .*softmax0: R_a, P_a; softmax1: R_b, P_b; "
+                     r"correction: C_a, C_b; mma: S_a, O_a, S_b, O_b; load: load_K, load_V", out)
 
 
 @needs_tvm
