@@ -14,9 +14,9 @@ costs overlap only in the prologue (once per kernel).  Constant counts are
 left alone.  The pass runs right after InjectSoftwarePipeline.
 
 The same guards hold shared-memory statements (the prologue's copies, the
-epilogue's reads).  TVM's ThreadSync refuses to place a barrier under any
-``if`` ("Cannot insert syncs inside condition"), since a barrier some threads
-skip deadlocks the block.  A guard of the iteration's bound is the same in
+epilogue's reads).  TVM's ThreadSync refuses to place a barrier between two
+statements under an ``if`` ("Cannot insert syncs inside condition"), since a
+barrier some threads skip deadlocks the block.  A guard of the iteration's bound is the same in
 every thread of the block (it reads only the trip count, block indices and
 loop counters), so ``uniform_guard_loops`` rewrites each such guard ``if c:
 S`` into ``for _ in range(c ? 1 : 0): S``: the same statements run, and
