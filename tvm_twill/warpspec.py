@@ -28,8 +28,8 @@ from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend.costs import CP_ASYNC_BYTES
 from .frontend.ir import thread_extents
 from .model.arch import parse_arch
-from .model import Schedule, register_peaks
-from .model.groups import group_order, split_consumers
+from .model import Schedule, check, register_peaks
+from .model.groups import in_program_order, place_groups, split_consumers, turn_sections, with_turns
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
 from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
 from .roofline import compare_variants, variant_throughput
@@ -107,6 +107,7 @@ class WarpSpecialization:
     depth_note: str | None = None
     solved_graph: object = None
     solved_machine: object = None
+    turn_sections: tuple = ()
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -207,29 +208,43 @@ def _has_wgmma(func) -> bool:
 
 def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int, q: int):
     """Should the consumer warps of ``func`` run as ``CONSUMER_GROUPS`` ordered groups?  Solves the split
-    loop (``model.groups.split_consumers``) on a machine of one producer and that many consumer roles.
-    Returns ``(order, (schedule, split graph, machine) or None, note)``; ``order`` is None unless the
-    groups each get a role of their own and the ii is smaller than ``one_ii`` (one group's)."""
+    loop (``model.groups``: ``graph``, in program order, split over the groups, with the round-robin turns of
+    its tensor-core sections, as ``transforms.consumer_order`` emits them) on a machine of one producer and
+    that many consumer roles.  Returns ``(order, (schedule, split graph, machine) or None, note, sections)``;
+    ``order`` is None unless the ii is smaller than ``one_ii`` (one group's) and the schedule, each group on a
+    role of its own, passes the checker."""
     warps, g = _consumer_threads(func) // 32, CONSUMER_GROUPS
     if warps % g or (_has_wgmma(func) and (warps // g) % 4):
         whole = " of whole warp groups (wgmma)" if _has_wgmma(func) else ""
-        return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}"
-    split = split_consumers(graph, names, g)
+        return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}", ()
+    sections = turn_sections(graph, names)
+    if not sections:
+        return None, None, (f"one group: no consumer statement uses the tensor core, so {g} groups would have "
+                            "nothing to take turns on"), ()
+    split = with_turns(split_consumers(graph, names, g), sections, g)
     on = replace(machine.generic_roles(), warp_groups=g + 1)
     try:
         sched = solve(split, on, options=opts)
     except TwillError as e:
-        return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})"
-    order = group_order(sched, split, names, g)
+        return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})", sections
     ii = sched.ii * q
     if sched.ii >= one_ii:
         return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "
-                                          f"cycles, no better than one group's {one_ii * q}")
-    if order is None:
-        return None, (sched, split, on), (f"one group: the joint schedule of {g} groups (ii {ii} cycles) does "
-                                          "not give each group a warp role of its own")
-    return order, (sched, split, on), (f"{g} groups of {warps // g} warps taking turns in the order "
-                                       f"{', '.join(map(str, order))}: ii {ii} cycles vs {one_ii * q} with one group")
+                                          f"cycles, no better than one group's {one_ii * q}"), sections
+    from .solvers import prepare
+    placed = place_groups(sched, split, names, g, on.warp_groups)
+    prep = prepare(split, on, opts)
+    bad = ["too few warp roles"] if placed is None else check(placed, prep.graph, prep.machine)
+    if bad:
+        return None, (sched, split, on), (f"one group: the joint schedule of {g} groups (ii {ii} cycles) with "
+                                          f"each group on a warp role of its own fails the checker ({bad[0]})"), \
+            sections
+    order = tuple(range(g))
+    turns = "; ".join(", ".join(sec) for sec in sections)
+    return order, (placed, split, on), (
+        f"{g} groups of {warps // g} warps taking turns on the tensor core ({len(sections)} turn(s) per "
+        f"iteration: {turns}; the rest of each group's work runs under the other group's turns): ii {ii} "
+        f"cycles vs {one_ii * q} with one group"), sections
 
 
 def _ring_fit(copies, depth: int, machine, others=()) -> tuple[int, int, str]:
@@ -354,8 +369,9 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                                        "('shared.dyn') or without warp_specialize")
         return WarpSpecialization(False, f"not specialized: {depth_note}", ii_swp, None)
     names = {s.name for s in copies}
-    graph = ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names else op
-                                       for op in ex.graph.ops), machine=machine)
+    # the consumers run their statements in program order, one iteration after the other (model.groups)
+    graph = in_program_order(ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names
+                                                        else op for op in ex.graph.ops), machine=machine), names)
     from .solvers import SolveOptions, prepare
     opts = SolveOptions(time_limit=time_limit, streaming_depth=depth)
     solved_on = machine
@@ -366,7 +382,8 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         split = (len(consumer_roles), ws.ii * q)
         solved_on = replace(machine, warp_groups=2)  # role 1 streams, role 0 runs the rest
         ws = solve(graph, solved_on, options=opts)
-    order, grouped, note = order_consumer_groups(sch.mod[ref.func], graph, names, machine, opts, solve, ws.ii, q)
+    order, grouped, note, sections = order_consumer_groups(sch.mod[ref.func], graph, names, machine, opts, solve,
+                                                           ws.ii, q)
     groups_ii = grouped[0].ii * q if grouped is not None else None
 
     def finish(ws, graph, solved_on, order, note, one_group=None):
@@ -387,7 +404,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                                   barriers=barriers, registers=budgets, joint_split=split, register_peaks=peak,
                                   consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
                                   one_group=one_group, depth_note=depth_note, solved_graph=prepared.graph,
-                                  solved_machine=prepared.machine)
+                                  solved_machine=prepared.machine, turn_sections=sections if order else ())
 
     if order is None:
         return finish(ws, graph, solved_on, None, note)
@@ -446,6 +463,10 @@ def _emit(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None) -> W
     if ws.consumer_order is not None:
         sch.annotate(ref.rv, WS_CONSUMER_ORDER, list(ws.consumer_order))
     facts, report = emit_and_check(sch.mod, target)
+    if ws.turn_sections and facts.order_sections != len(ws.turn_sections):
+        raise UnsupportedLoopError(
+            f"warp specialization: the kernel's consumer groups take {facts.order_sections} turn(s) per iteration, "
+            f"the plan's schedule {len(ws.turn_sections)} ({'; '.join(', '.join(t) for t in ws.turn_sections)})")
     if smem_limit is not None and facts.static_bytes > min(STATIC_SMEM_BYTES, smem_limit):
         raise UnsupportedLoopError(
             f"warp specialization: the {ws.ring_depth}-slot rings and mbarriers need {facts.static_bytes} B of "

@@ -112,44 +112,45 @@ def test_ws_tc_attention_without_a_wait_or_arrive_has_a_finding(fault):
 
 @functools.cache
 def _two_groups(arch: str = "sm_80", d: int = 64):
-    """block_m 128 (four mma warps) warp-specialized, then given two ordered consumer groups of two warps
-    (FA3's ping-pong; the planner itself keeps one group here: the loop is ALU-bound, two groups reach no
-    smaller ii)."""
-    from tvm_twill.model.pipeline import WS_CONSUMER_ORDER
-    from tvm_twill.transforms.ws_lowering import emit_and_check
-
+    """block_m 128 (four mma warps) warp-specialized: the planner splits the consumers into two ordered groups
+    of two warps taking turns on the tensor core (FA3's ping-pong): one turn per GEMM, the softmax between the
+    turns, so one group's softmax runs under the other's mma.sync."""
     s = AttentionShape(head_dim=d, causal=True, heads=1, q_len=256, block_m=128, block_n=BN)
     sch = tvm.s_tir.Schedule(fa_forward_tc(s))
     with tvm.transform.PassContext(config=TC_PASS_CONFIG):
         plan = auto_pipeline(sch, KV_LOOP, arch, warp_specialize=True, time_limit=60, quiet=True)
-        assert plan.warp_specialization.consumer_order is None
-        sch.annotate(sch.get_loops(sch.get_sblock("kv"))[-1], WS_CONSUMER_ORDER, [0, 1])
-        facts, report = emit_and_check(sch.mod, arch)
-    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1, **TC_PASS_CONFIG}):
-        f = tvm.compile(sch.mod, target=parse_target(arch)[1], tir_pipeline=plan.tir_pipeline)
-    return s, facts, report, f, f.mod.imports[0].inspect_source()
+        f = tvm_twill.build(sch, arch, plan)
+    ws = plan.warp_specialization
+    assert ws.consumer_order == (0, 1) and ws.turn_sections == (("kt",), ("kt#2",)), ws.groups_note
+    return s, ws.facts, ws.protocol, f, f.mod.imports[0].inspect_source()
 
 
 GROUP_BAR = "tvm_builtin_ptx_bar_sync_count_sync((((uint)((ws_warp >> 1) + 1)) + (uint)7), (uint)64);"
+PASS = "tvm_builtin_ptx_bar_arrive_arrive(((uint)(((ws_warp >> 1) == 0) ? 2 : 1)), (uint)128);"
 
 
-def test_two_ordered_groups_keep_their_shared_scratch_on_barriers_of_their_own():
-    """Each group's S / P / correction rows are its own (proved by group_scratch), so the barriers inside the
-    ordered loop are the group's (8 + c, 64 threads), not the consumers' 128: turns and barriers cannot
-    deadlock; the protocol with the turns passes the model check; numpy agrees; with the barriers spanning
-    both groups the emulator finds the deadlock."""
+def test_two_ordered_groups_take_turns_per_gemm_and_keep_their_shared_scratch_on_barriers_of_their_own():
+    """The planner's two groups take a turn per GEMM (the S GEMM's and the O GEMM's mma.sync loops), the
+    softmax between the turns; each group's S / P / correction rows are its own (proved by group_scratch), so
+    the barriers of the softmax are the group's (8 + c, 64 threads), not the consumers' 128, and the groups
+    are not held in lock step; the protocol with two turns per iteration passes the model check; numpy agrees;
+    without the pass after the S GEMM's turn the other group never gets its turn: the emulator finds it."""
     s, facts, report, f, src = _two_groups()
-    assert facts.order == (0, 1) and report.ok
-    assert "bar_sync_count_sync(((uint)((ws_warp >> 1) + 1)), (uint)128)" in src          # the turns
+    assert facts.order == (0, 1) and facts.order_sections == 2 and report.ok
+    assert report.protocol.sections == 2
+    turn = "tvm_builtin_ptx_bar_sync_count_sync(((uint)((ws_warp >> 1) + 1)), (uint)128);"
+    assert src.count(turn) == 2                                                        # the turns
     assert GROUP_BAR in src and "bar_sync_count_sync((uint)15, (uint)128)" in src      # in / after the loop
+    body = src[src.index("for (int ws_k"):]
+    first, second = body.index(turn), body.index(turn, body.index(turn) + 1)
+    assert body.index("mma.sync", first) < body.index(PASS, first) < body.index(GROUP_BAR, first) < second
     for n in (0, 3 * BN + 5):
         rep, err = _emulate(s, f, "sm_80", n)
         assert rep.findings == [] and rep.ok, str(rep)
         assert err < 2e-2
-    # the same barriers spanning both groups (what TVM's ThreadSync asked for, unretargeted): group 0 waits
-    # in its turn for group 1, which waits for its turn
-    wide = src.replace(GROUP_BAR, "tvm_builtin_ptx_bar_sync_count_sync((uint)15, (uint)128);")
-    rep, _ = _emulate(s, f, "sm_80", 3 * BN + 5, source=wide)
+    bad = src.replace(PASS + "\n", "\n", 1)             # the first GEMM's pass (the last one is guarded)
+    assert bad != src
+    rep, _ = _emulate(s, f, "sm_80", 3 * BN + 5, source=bad)
     assert not rep.ok and rep.findings, str(rep)
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from .cp_async import plain_copy
 from .ir import branches, const_int, is_register, is_shared, tirx, tvm, tvm_ffi
 
-__all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy"]
+__all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy", "uses_tensor_core"]
 
 _SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt",
               "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
@@ -83,6 +83,13 @@ def _mma_flops(call) -> float | None:
             if m:
                 return 2.0 * int(m.group(1)) * int(m.group(2)) * int(m.group(3))
     return 2.0 * 16 * 16 * 16  # wmma (tvm_mma_sync) fragments are 16x16x16
+
+
+def uses_tensor_core(stmt) -> bool:
+    """Does ``stmt`` (any TIR node) issue a tensor-core MMA (mma.sync, wgmma, wmma)?  The same test as the
+    ``mma`` class: what the front-end costs on the tensor core is what the warp-specialization transform
+    puts in a turn of ordered consumer groups (``transforms.consumer_order``)."""
+    return any(_mma_flops(c) is not None for c in _calls(stmt))
 
 
 def leaf_work(block) -> LeafWork:

@@ -19,6 +19,25 @@ it is one the kernel can run: every group on a role of its own (no
 producer op there), its sections ordered by the issue time of each group's
 first op (tie: the lower group), which is the token order the named
 barriers enforce.
+
+What the warp-specialized kernel runs, stated as edges (kind ``"order"``,
+so every solver and the independent checker see them as dependences):
+
+* ``in_program_order``: a consumer group runs its statements one after
+  another, in program order, one iteration after the other (the
+  warp-specialization transform does not software-pipeline the consumer
+  body): each consumer op starts once the one before it has finished
+  (delay: its cycles), and the first of iteration ``i + 1`` once the last
+  of iteration ``i`` has (distance 1).  Without these edges a modulo
+  schedule may start iteration ``i + 1``'s GEMM before iteration ``i``'s
+  exponentials, which no consumer of that kernel does.
+* ``turn_sections`` / ``with_turns``: ordered groups take turns on the
+  tensor core (FA3's ping-pong): each maximal run of consecutive
+  tensor-core ops of the body is a section, taken in the round-robin order
+  section 0 of group 0, of group 1, ..., section 1 of group 0, ...; the
+  work between sections (the softmax) is outside the turns, so one group's
+  exponentials run while the other's GEMMs hold the tensor core.
+  ``place_groups`` then puts each group on a warp role of its own.
 """
 from __future__ import annotations
 
@@ -27,7 +46,11 @@ from dataclasses import replace
 from ..errors import InputError
 from .graph import Edge, Graph, Op
 
-__all__ = ["group_name", "group_order", "split_consumers"]
+__all__ = ["group_name", "group_order", "in_program_order", "place_groups", "split_consumers", "turn_sections",
+           "with_turns"]
+
+#: The unit whose sections ordered consumer groups take turns on.
+TURN_UNIT = "TC"
 
 
 def group_name(name: str, g: int) -> str:
@@ -115,3 +138,76 @@ def group_order(schedule, graph: Graph, producers, groups: int) -> tuple[int, ..
     if len(set(used)) != groups or set(used) & producer_roles:
         return None
     return tuple(sorted(range(groups), key=lambda g: (first[g], g)))
+
+
+def _consumers(graph: Graph, producers) -> list[Op]:
+    producers = set(producers)
+    return [op for op in graph.ops if op.name not in producers]
+
+
+def in_program_order(graph: Graph, producers) -> Graph:
+    """``graph`` with its consumer ops (every op not in ``producers``, in graph order = program order) chained
+    as one consumer runs them: ``a -> b`` for consecutive ops with delay ``a.cycles``, and ``last -> first``
+    with distance 1 and delay ``last.cycles`` (module docstring).  A graph with fewer than one consumer op is
+    returned as it is."""
+    cons = _consumers(graph, producers)
+    if not cons:
+        return graph
+    chain = [Edge(a.name, b.name, delay=a.cycles, distance=0, kind="order") for a, b in zip(cons, cons[1:])]
+    chain.append(Edge(cons[-1].name, cons[0].name, delay=cons[-1].cycles, distance=1, kind="order"))
+    return graph.replace(edges=graph.edges + tuple(chain))
+
+
+def turn_sections(graph: Graph, producers) -> tuple[tuple[str, ...], ...]:
+    """The maximal runs of consecutive consumer ops (program order) that use the tensor core: the sections
+    ordered consumer groups take turns on (module docstring)."""
+    out: list[list[str]] = []
+    prev = False
+    for op in _consumers(graph, producers):
+        tc = TURN_UNIT in op.units()
+        if tc and prev:
+            out[-1].append(op.name)
+        elif tc:
+            out.append([op.name])
+        prev = tc
+    return tuple(tuple(run) for run in out)
+
+
+def with_turns(split: Graph, sections, groups: int) -> Graph:
+    """``split`` (``split_consumers``' graph of ``groups`` groups) with the round-robin turns of ``sections``
+    (``turn_sections`` of the unsplit graph, base names): the last op of section ``k`` of group ``g`` precedes
+    the first op of the same section of group ``g + 1`` (delay: the last op's cycles in the split), and group
+    ``G - 1``'s section ``k`` precedes group 0's section ``k + 1`` (section 0 of the next iteration: distance
+    1).  No sections: ``split`` unchanged."""
+    if not sections:
+        return split
+    tokens = [(sec, g) for sec in range(len(sections)) for g in range(groups)]
+    edges = []
+    for n, (sec, g) in enumerate(tokens):
+        nsec, ng = tokens[(n + 1) % len(tokens)]
+        last = group_name(sections[sec][-1], g)
+        edges.append(Edge(last, group_name(sections[nsec][0], ng), delay=split.op(last).cycles,
+                          distance=int(n + 1 == len(tokens)), kind="order"))
+    return split.replace(edges=split.edges + tuple(edges))
+
+
+def place_groups(schedule, split: Graph, producers, groups: int, warp_groups: int):
+    """``schedule`` (of ``split``) with every op of consumer group ``g`` on the ``g``-th warp role that holds no
+    producer op, producer ops where they were; None when there are too few roles.  Roles only name who issues
+    what: the times (which carry the program order and the turns) are kept, and the caller checks the result
+    with ``model.check`` (registers per role, spill costs of hand-offs between roles)."""
+    producers = set(producers)
+    prod_roles = {schedule.ops[n].warp for n in producers if n in schedule.ops}
+    free = [w for w in range(warp_groups) if w not in prod_roles]
+    if len(free) < groups:
+        return None
+    ops = {}
+    for name, p in schedule.ops.items():
+        if name in producers:
+            ops[name] = p
+            continue
+        base, _, g = name.rpartition("@")
+        if not base or not g.isdigit() or int(g) >= groups:
+            raise InputError(f"op '{name}' is not a consumer-group copy (name@g, g < {groups})")
+        ops[name] = replace(p, warp=free[int(g)])
+    return replace(schedule, ops=ops)

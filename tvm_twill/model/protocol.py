@@ -90,9 +90,16 @@ next iteration.  Group ``g`` has a named barrier ``b_g`` (``bar.sync`` /
 current generation; the arrival that brings them to ``bar_count`` (correct:
 ``2 k``, the group's own warps sync and the preceding group's arrive)
 completes it: the count resets to 0 and every warp blocked in ``bar.sync``
-on it goes on (later arrivals belong to the next generation).  Rows added
+on it goes on (later arrivals belong to the next generation).  With
+``sections`` S > 1 (FA3's ping-pong of tensor-core statements: each
+iteration's consumer body has S runs of tensor-core statements, each taken
+in turn, with the work between them outside the turns) the token goes
+round S times per iteration: section 0 of ``order[0]``, ..., of
+``order[-1]``, section 1 of ``order[0]``, ..., section S-1 of
+``order[-1]``, section 0 of the next iteration; the slot counts as read once
+the last section's read is done (a release must come after it).  Rows added
 to either table, turn, read and pass taking the read's place in the
-program (``succ(g)``: the group after ``g`` in ``order``, cyclic):
+program, once per section (``succ(g)``: the group after ``g`` in ``order``, cyclic):
 
 ==============  =====================================  ===========================================
 agent           guard                                  effect
@@ -121,7 +128,9 @@ Properties checked, in every reachable state:
   only while no warp of another group is in its section (read, not yet
   passed; with no pass after the read, until its next step), and once every
   warp of the preceding group has read iteration ``i`` (``order[0]``: every
-  warp of ``order[-1]`` has read iteration ``i - 1``; none for ``i = 0``);
+  warp of ``order[-1]`` has read iteration ``i - 1``; none for ``i = 0``;
+  with sections, the preceding token is the previous group's same section,
+  or ``order[-1]``'s previous section);
 * **no barrier leftover** (with ``order``): when every agent has finished,
   no named barrier holds the arrivals of an incomplete generation.
 
@@ -182,7 +191,9 @@ class RingProtocol:
     the last group's warps arrive once on the first group's barrier before
     the loop.  ``pass_after_read``: a warp passes the turn after its section
     (False: before it).  ``skip_last_pass``: the last group does not pass in
-    the last iteration.
+    the last iteration.  ``sections``: ordered sections per iteration (each a
+    turn, a read and a pass; the slot counts as read once the last section's
+    read is done), ``release_lag`` 0 only.
     """
 
     depth: int
@@ -204,6 +215,7 @@ class RingProtocol:
     prologue_arrive: bool = True
     pass_after_read: bool = True
     skip_last_pass: bool = True
+    sections: int = 1
 
     def __post_init__(self):
         for name in ("depth", "consumers"):
@@ -227,6 +239,12 @@ class RingProtocol:
             if self.consumers % len(o):
                 raise InputError(f"ring consumers ({self.consumers}) must be a multiple of the {len(o)} ordered "
                                  "groups")
+        sec = self.sections
+        if isinstance(sec, bool) or not isinstance(sec, int) or not 1 <= sec <= 8:
+            raise InputError(f"ring sections must be an integer in [1, 8], got {sec!r}")
+        if sec > 1 and (o is None or self.release_lag):
+            raise InputError(f"ring sections {sec}: several ordered sections per iteration need an order and "
+                             "release_lag 0")
         for name in ("full_count", "empty_count", "bar_count"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):

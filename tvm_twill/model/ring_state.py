@@ -29,6 +29,18 @@ ACQUIRE, ISSUE, TAIL, DONE = 0, 1, 2, 3             # producer
 WAIT, READ, RELEASE, FINISHED = 0, 1, 2, 3          # consumer
 WAITGROUP, FINAL_WAIT, FINAL_RELEASE = 4, 5, 6      # consumer, release_lag 1 (READ issues the async reads)
 TURN, SYNC, PASS, PROLOGUE = 7, 8, 9, 10            # consumer warp with order (SYNC: blocked in bar.sync)
+#: With several ordered sections per iteration, section ``k``'s TURN / SYNC / READ / PASS are the pcs above plus
+#: ``SECTION_PC * k`` (section 0 keeps them); ``kind(pc)`` is the row a pc belongs to.
+SECTION_PC = 16
+
+
+def kind(pc: int) -> int:
+    """The transition row of a consumer pc (TURN, SYNC, READ or PASS of any section, or the pc itself)."""
+    return pc % SECTION_PC
+
+
+def section_of(pc: int) -> int:
+    return pc // SECTION_PC
 # Slot contents (PARTIAL: some lanes' copies landed).
 EMPTY, INFLIGHT, READY, PARTIAL = 0, 1, 2, 3
 
@@ -122,8 +134,10 @@ class Ring:
     """What stays fixed while exploring: the protocol, ``n`` iterations and the consumers' programs.
 
     ``next_pc[g, i]``: a warp of group ``g`` in iteration ``i``, pc -> the next pc (None: the next iteration);
-    ``past[g, i]``: the pcs past its read (issue); ``section[g, i]``: the pcs in its ordered section (read, not
-    passed; with no pass after the read, until the next step).  Warp ``w`` is in group ``w // k``.
+    ``past[g, i]``: the pcs past its read (issue; with several sections, past the last section's read);
+    ``done[g, i, s]``: the pcs past the read of ordered section ``s``; ``section[g, i]``: pc -> the ordered
+    section it is in (read, not passed; with no pass after the read, until the next step).  Warp ``w`` is in
+    group ``w // k``.
     """
 
     proto: RingProtocol
@@ -132,21 +146,27 @@ class Ring:
     order: tuple[int, ...]
     next_pc: dict
     past: dict
+    done: dict
     section: dict
 
     @classmethod
     def build(cls, proto: RingProtocol, n: int) -> Ring:
         order = proto.order or (0,)
         k = proto.consumers // len(order)
-        next_pc, past, section = {}, {}, {}
+        next_pc, past, done, section = {}, {}, {}, {}
         for g in order:
             for i in range(n):
                 p = _program(proto, order, n, g, i)
-                r = p.index(READ)
                 next_pc[g, i] = dict(zip(p, p[1:] + [None]))
-                past[g, i] = frozenset(p[r + 1:])
-                section[g, i] = frozenset(p[r + 1:p.index(PASS) + 1] if PASS in p[r:] else p[r + 1:r + 2])
-        return cls(proto, n, k, order, next_pc, past, section)
+                inside: dict = {}
+                for sec in range(proto.sections):
+                    read, pas = READ + SECTION_PC * sec, PASS + SECTION_PC * sec
+                    r = p.index(read)
+                    done[g, i, sec] = _with_syncs(p[r + 1:])
+                    inside.update(dict.fromkeys(p[r + 1:p.index(pas) + 1] if pas in p[r:] else p[r + 1:r + 2], sec))
+                past[g, i] = done[g, i, proto.sections - 1]
+                section[g, i] = inside
+        return cls(proto, n, k, order, next_pc, past, done, section)
 
     @property
     def ordered(self) -> bool:
@@ -203,23 +223,39 @@ class Ring:
         if n >= self.proto.bar_init:
             n = 0
             for w in range(g * self.k, (g + 1) * self.k):
-                if ncons[w].pc == SYNC:
-                    ncons[w] = self.step(w, Warp(ncons[w].i, TURN, ncons[w].pending))
+                pc = ncons[w].pc
+                if kind(pc) == SYNC:
+                    ncons[w] = self.step(w, Warp(ncons[w].i, pc - SYNC + TURN, ncons[w].pending))
         return _put(bars, g, n), " (completes it)" if n == 0 else ""
 
-    def out_of_order(self, cons: tuple, w: int, i: int) -> str | None:
-        """Why warp ``w`` may not start its ordered section of iteration ``i`` now (None: it may)."""
-        k, order = self.k, self.order
+    def _before(self, g: int, i: int, sec: int) -> tuple[int, int, int]:
+        """The (group, iteration, section) whose turn comes right before group ``g``'s section ``sec`` of
+        iteration ``i``: the previous group's same section, or the last group's previous section."""
+        order, last = self.order, self.proto.sections - 1
+        if g != order[0]:
+            return order[order.index(g) - 1], i, sec
+        return (order[-1], i, sec - 1) if sec else (order[-1], i - 1, last)
+
+    def out_of_order(self, cons: tuple, w: int, i: int, sec: int = 0) -> str | None:
+        """Why warp ``w`` may not start its ordered section ``sec`` of iteration ``i`` now (None: it may)."""
+        k = self.k
         g = w // k
+        what = f"section {sec} of iteration {i}" if self.proto.sections > 1 else f"section of iteration {i}"
         for v, c in enumerate(cons):
             if v // k != g and c.i < self.n and c.pc in self.section[v // k, c.i]:
-                return (f"a consumer warp of group {g} starts its section of iteration {i} while a warp of group "
-                        f"{v // k} is in its section of iteration {c.i}")
-        h, j = order[order.index(g) - 1], i - (g == order[0])
-        if j >= 0 and not all(self.past_read(v, cons[v], j) for v in range(h * k, (h + 1) * k)):
-            return (f"a consumer warp of group {g} starts its section of iteration {i} before every warp of group "
-                    f"{h} has done its section of iteration {j}")
+                return (f"a consumer warp of group {g} starts its {what} while a warp of group {v // k} is in its "
+                        f"section of iteration {c.i}")
+        h, j, hs = self._before(g, i, sec)
+        if j >= 0 and not all(cons[v].i > j or (cons[v].i == j and cons[v].pc in self.done[h, j, hs])
+                              for v in range(h * k, (h + 1) * k)):
+            prev = f"section {hs} of iteration {j}" if self.proto.sections > 1 else f"section of iteration {j}"
+            return f"a consumer warp of group {g} starts its {what} before every warp of group {h} has done its {prev}"
         return None
+
+
+def _with_syncs(pcs) -> frozenset:
+    """``pcs`` and the SYNC pc of each TURN among them (a warp blocked in that turn's bar.sync)."""
+    return frozenset([*pcs, *(pc - TURN + SYNC for pc in pcs if kind(pc) == TURN)])
 
 
 def _program(proto: RingProtocol, order: tuple, n: int, g: int, i: int) -> list[int]:
@@ -228,12 +264,16 @@ def _program(proto: RingProtocol, order: tuple, n: int, g: int, i: int) -> list[
         body = [READ, WAITGROUP, RELEASE] if proto.release_after_read else [READ, RELEASE, WAITGROUP]
     else:
         body = [READ, RELEASE] if proto.release_after_read else [RELEASE, READ]
-    if proto.order is not None:   # the read becomes TURN -> READ -> PASS (or TURN -> PASS -> READ)
+    if proto.order is not None:   # the read becomes TURN -> READ -> PASS (or TURN -> PASS -> READ), per section
         r = body.index(READ)
-        if proto.skip_last_pass and g == order[-1] and i == n - 1:
-            body[r:r + 1] = [TURN, READ]
-        else:
-            body[r:r + 1] = [TURN, READ, PASS] if proto.pass_after_read else [TURN, PASS, READ]
+        turns = []
+        for sec in range(proto.sections):
+            t, rd, ps = (x + SECTION_PC * sec for x in (TURN, READ, PASS))
+            if proto.skip_last_pass and g == order[-1] and i == n - 1 and sec == proto.sections - 1:
+                turns += [t, rd]
+            else:
+                turns += [t, rd, ps] if proto.pass_after_read else [t, ps, rd]
+        body[r:r + 1] = turns
     return [WAIT, *body]
 
 
@@ -320,7 +360,7 @@ def consumer_read(ring, st, w, c, cons):
         pending += groups
     else:
         label = f"{who} reads slot {s} (iteration {c.i})"
-    bad = ring.ordered and ring.out_of_order(st.consumers, w, c.i)
+    bad = ring.ordered and ring.out_of_order(st.consumers, w, c.i, section_of(c.pc))
     if bad:
         return ProtocolViolation("order", bad, (label,))
     cons[w] = ring.step(w, Warp(c.i, c.pc, pending))
@@ -370,7 +410,7 @@ def consumer_prologue(ring, st, w, c, cons):
 def consumer_turn(ring, st, w, c, cons):
     """``bar.sync b_g``: arrive on the group's barrier, then block until that generation completes."""
     g = w // ring.k
-    cons[w] = Warp(c.i, SYNC, c.pending)
+    cons[w] = Warp(c.i, c.pc - TURN + SYNC, c.pending)
     named, done = ring.bar_arrive(st.named, cons, g)
     return f"{ring.who(g)} bar.sync b{g} (iteration {c.i}){done}", st.empty, named, (g,)
 
@@ -394,11 +434,11 @@ def consumers_step(ring: Ring, st: RingState) -> list:
     out, seen = [], set()
     for w, c in enumerate(st.consumers):
         g = w // ring.k
-        if (g, c) in seen or c.pc in (FINISHED, SYNC):
+        if (g, c) in seen or c.pc == FINISHED or kind(c.pc) == SYNC:
             continue
         seen.add((g, c))
         cons = list(st.consumers)
-        moved = CONSUMER_STEPS[c.pc](ring, st, w, c, cons)
+        moved = CONSUMER_STEPS[kind(c.pc)](ring, st, w, c, cons)
         if moved is None:
             continue
         if isinstance(moved, ProtocolViolation):
@@ -431,7 +471,7 @@ def _stuck(ring: Ring, st: RingState) -> str:
     if not ring.ordered:
         stuck += [f"a consumer group at iteration {c.i}" for c in st.consumers if c.pc != FINISHED]
     else:
-        where = [(w // ring.k, " at bar.sync" if c.pc == SYNC else "", c.i) for w, c in enumerate(st.consumers)
+        where = [(w // ring.k, " at bar.sync" if kind(c.pc) == SYNC else "", c.i) for w, c in enumerate(st.consumers)
                  if c.pc != FINISHED]
         stuck += [f"{'a consumer warp' if n == 1 else f'{n} consumer warps'} of group {g}{at} (iteration {i})"
                   for (g, at, i), n in sorted({x: where.count(x) for x in where}.items())]

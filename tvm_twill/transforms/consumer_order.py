@@ -20,6 +20,28 @@ it, the warps of the group before it in the order ``bar.arrive`` on it::
             bar.arrive 1 + next(c)                              # the next group's turn
         <release, or wait_group + release of slot k-1>
 
+A synchronous body (no wgmma group left in flight) whose statements use
+the tensor core takes turns per *section* instead, FA3's ping-pong: each
+maximal run of consecutive statements that issue tensor-core MMAs
+(``frontend.classify.uses_tensor_core``, the statements the front-end costs
+on the tensor core, so the plan's ``model.groups.turn_sections`` are these)
+is a turn, and the work between runs (the softmax) is outside every turn,
+so it overlaps the other group's MMAs::
+
+    for k in range(trip):
+        wait full[k mod depth]
+        <statements before the first run>
+        bar.sync 1 + c;  <run 0>;  bar.arrive 1 + next(c)
+        <statements between>
+        bar.sync 1 + c;  <run 1>;  if not (c == g_last and k == trip - 1): bar.arrive 1 + next(c)
+        <statements after the last run>
+        <release of slot k>
+
+The token goes round once per run: run 0 of every group in the order, then
+run 1, ...; ``model.protocol`` checks it with ``sections`` = the number of
+runs (the slot counts as read only after the last run, so every read of a
+ring slot must lie between the first turn and the last pass).
+
 Every barrier gets as many arrivals as syncs, so none is left half full at
 exit; the protocol (with the ring) is model checked with these rows
 (``model.protocol``).  The order only restricts interleavings: it cannot
@@ -35,13 +57,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frontend.classify import uses_tensor_core
 from ..frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
 from ..model.pipeline import WS_CONSUMER_ORDER
 from .group_scratch import private_scratch
 from .role_barriers import GROUP_BARRIER
 from .tir_util import op_name, ws_fail
 
-__all__ = ["FIRST_BARRIER", "Ordering", "read_order"]
+__all__ = ["FIRST_BARRIER", "Ordering", "read_order", "tensor_core_runs"]
 
 #: Named barrier of group c: FIRST_BARRIER + c (0 is __syncthreads); the hardware has 16.
 FIRST_BARRIER = 1
@@ -141,11 +164,28 @@ class Ordering:
         """Wait for this group's turn."""
         return self._bar("sync", self.group() + FIRST_BARRIER)
 
-    def pass_on(self, k, trip):
-        """Give the next group its turn (not the last group in the last iteration: arrivals balance)."""
+    def pass_on(self, k, trip, last: bool = True):
+        """Give the next group its turn (in the last section of an iteration, not the last group in the last
+        iteration: arrivals balance; an earlier section always passes)."""
         c = self.group()
-        last = tirx.And(c == self.order[-1], k == trip - 1)
-        return tirx.IfThenElse(tirx.Not(last), self._bar("arrive", self._next(c)), None)
+        arrive = self._bar("arrive", self._next(c))
+        if not last:
+            return arrive
+        final = tirx.And(c == self.order[-1], k == trip - 1)
+        return tirx.IfThenElse(tirx.Not(final), arrive, None)
+
+    def take_turns(self, stmts, k, trip, whole: bool) -> list:
+        """``stmts`` with the turns (module docstring): around all of them when ``whole`` (the issue of
+        wgmma groups left in flight) or when none uses the tensor core, else around each run of tensor-core
+        statements."""
+        runs = [] if whole else tensor_core_runs(stmts)
+        if not runs:
+            return [self.turn(), *stmts, self.pass_on(k, trip)]
+        out, at = [], 0
+        for n, (a, b) in enumerate(runs):
+            out += [*stmts[at:a], self.turn(), *stmts[a:b], self.pass_on(k, trip, last=n == len(runs) - 1)]
+            at = b
+        return out + list(stmts[at:])
 
     @staticmethod
     def is_turn(stmt) -> bool:
@@ -153,8 +193,9 @@ class Ordering:
 
     @staticmethod
     def is_pass(stmt) -> bool:
-        return isinstance(stmt, tirx.IfThenElse) and isinstance(stmt.then_case, tirx.Evaluate) and \
-            op_name(stmt.then_case.value) == _ARRIVE
+        if isinstance(stmt, tirx.IfThenElse):
+            stmt = stmt.then_case
+        return isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _ARRIVE
 
     def facts(self, seq, reads, k, trip, placed) -> dict:
         """The ``WsKernelFacts`` order fields, read off the emitted loop body ``seq`` (flat statements;
@@ -163,11 +204,29 @@ class Ordering:
         passes = [i for i, st in enumerate(seq) if self.is_pass(st)]
         prologue = isinstance(placed, tirx.SeqStmt) and any(self.is_pass(st) for st in placed.seq[:-1])
         skip = False
-        if passes:  # the pass guard for the last group's warps in the last iteration
+        if passes and isinstance(seq[passes[-1]], tirx.IfThenElse):  # the last group's last pass is guarded
             wpg = self.consumer_warps // self.groups
             cond = seq[passes[-1]].condition
             cond = substitute(cond, [(self.warp, tirx.const(self.order[-1] * wpg, "int32")), (k, trip - 1)])
             skip = const_int(tvm.sym.Analyzer().simplify(cond)) == 0
+        # each turn passed on after its section and before the next turn, every read of a ring slot before the
+        # last pass (the protocol counts the slot as read after the last section; a read before a turn follows
+        # the wait on full[s] all the same)
+        paired = len(passes) == len(turns) and all(t < p for t, p in zip(turns, passes)) and \
+            all(p < t for p, t in zip(passes, turns[1:]))
+        inside = bool(passes) and max(passes) > max(reads, default=-1)
         return dict(order=self.order if turns else (), order_threads=self.threads, order_prologue=prologue,
-                    pass_after_read=bool(passes) and min(passes) > max(reads, default=-1)
-                    and (not turns or max(turns) < min(reads, default=len(seq))), skip_last_pass=skip)
+                    pass_after_read=paired and inside, skip_last_pass=skip, order_sections=max(1, len(turns)))
+
+
+def tensor_core_runs(stmts) -> list[tuple[int, int]]:
+    """[start, end) of each maximal run of consecutive statements that issue tensor-core MMAs."""
+    runs: list = []
+    for i, st in enumerate(stmts):
+        if not uses_tensor_core(st):
+            continue
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return [tuple(r) for r in runs]

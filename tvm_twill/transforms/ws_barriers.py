@@ -12,7 +12,8 @@
   slot ``s``, ``__syncwarp`` and one lane per warp arrives on ``empty[s]``
   (``empty`` counts the consumer warps); a wgmma body keeps its groups in
   flight one iteration and releases slot k-1 (``wgmma_overlap``); ordered
-  consumer groups take turns around the body (``consumer_order``).
+  consumer groups take turns around the body, or around each run of its
+  tensor-core statements (``consumer_order``).
 * ``barrier_init``: one thread initialises both arrays.
 
 sm_80 has no ``mbarrier.try_wait``: its waits spin on ``test_wait.parity``.
@@ -122,9 +123,8 @@ def consumer_loop(ws: WsLoop, rings: Rings, th: WsThreads, overlap: bool | None)
     od = None if order is None else Ordering.build(order, th.warp, th.consumer_warps, stmts, _ov.has_wgmma(stmts),
                                                  (ws.ext, ws.tvars))
     section = list(stmts if ov is None else ov[0])
-    if od is not None:  # ordered consumer groups: my turn, the section, the next group's turn (consumer_order)
-        head.append(od.turn())
-        section.append(od.pass_on(it, ws.trip))
+    if od is not None:  # ordered consumer groups: my turn, a section, the next group's turn (consumer_order)
+        section = od.take_turns(section, it, ws.trip, whole=ov is not None)
     if ov is None:   # synchronous: release slot k at the end of iteration k
         body = tirx.SeqStmt([*head, *section, release_of(slot)])
         loop = tirx.For(it, i32(0), ws.trip, tirx.ForKind.SERIAL, body)

@@ -21,7 +21,8 @@ rebuilds the ``RingProtocol`` from what is there, nothing from the passes:
   is and which slot it releases (this iteration's, or the previous one's:
   release lag 1, with the ``wgmma.wait_group`` count and the commit groups
   per iteration), the release after the loop, and the named-barrier turns of
-  ordered consumer groups (order, threads, prologue, the pass and its guard).
+  ordered consumer groups (order, threads, prologue, each section's turn and
+  pass, the last pass's guard).
 
 Slot indices must be ``i mod depth``; what the reader cannot find or
 evaluate is a refusal (``UnsupportedLoopError``), as is a failed model check:
@@ -266,7 +267,8 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
     # barriers GROUP_BARRIER + c and 15 are the consumers' own (role_barriers), not turns
     turns = [i for i, s in enumerate(seq) if isinstance(s, tirx.Evaluate) and op_name(s.value) == _BAR_SYNC
              and (f.value(s.value.args[0], [(warp, 0)] if warp is not None else []) or 0) < GROUP_BARRIER]
-    passes = [i for i, s in enumerate(seq) if isinstance(s, tirx.IfThenElse) and _calls(s, _BAR_ARRIVE)]
+    passes = [i for i, s in enumerate(seq) if isinstance(s, (tirx.IfThenElse, tirx.Evaluate)) and
+              _calls(s, _BAR_ARRIVE)]
     if not turns:
         return {}
     sync = seq[turns[0]].value
@@ -290,13 +292,17 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
     if len(order) != groups:
         _fail(f"the consumer groups' turns do not form one order ({nxt})")
     skip = False
-    if passes:
+    if passes and isinstance(seq[passes[-1]], tirx.IfThenElse):
         last = tirx.Add(loop.min, loop.extent) - 1
         cond = substitute(seq[passes[-1]].condition, [(loop.loop_var, last)])
         skip = f.value(cond, [(warp, order[-1] * per)]) == 0
+    # a turn and its pass per section, in turn; every read of shared memory before the last pass (the model
+    # counts the slot as read after the last section)
+    paired = len(passes) == len(turns) and all(t < p for t, p in zip(turns, passes)) and \
+        all(p < t for p, t in zip(passes, turns[1:]))
     return dict(order=tuple(order), bar_count=f.value(sync.args[1]) // 32, prologue_arrive=bool(prologue),
-                pass_after_read=bool(passes) and min(passes) > max(reads, default=-1)
-                and max(turns) < min(reads, default=len(seq)), skip_last_pass=skip)
+                pass_after_read=paired and bool(passes) and max(passes) > max(reads, default=-1),
+                skip_last_pass=skip, sections=max(1, len(turns)))
 
 
 def read_protocol(func) -> RingProtocol | None:

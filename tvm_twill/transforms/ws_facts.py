@@ -42,6 +42,7 @@ class WsKernelFacts:
     order_prologue: bool = True               # the last group's arrive before the loop was emitted
     pass_after_read: bool = True              # each iteration's bar.arrive follows the group's reads
     skip_last_pass: bool = True               # the last group does not arrive in the last iteration
+    order_sections: int = 1                   # turns per consumer iteration (runs of tensor-core statements)
     swizzle_pad_bytes: int = 0                # of ring_bytes, the 1024-byte alignment pads of swizzled rings
 
     @property
@@ -75,4 +76,4 @@ class WsKernelFacts:
             return {}
         return dict(order=tuple(self.order), bar_count=self.order_threads // 32,
                     prologue_arrive=self.order_prologue, pass_after_read=self.pass_after_read,
-                    skip_last_pass=self.skip_last_pass)
+                    skip_last_pass=self.skip_last_pass, sections=self.order_sections)
