@@ -6,11 +6,15 @@ the loop's global->shared copies become variable-latency streaming producer
 ops (a producer warp runs them ahead through a ring of ``depth`` slots,
 section 5.3 of the Twill paper) and the rest is placed by the joint solver on
 the machine's warp roles, spill costs and register limits.  ``"auto"``
-specializes when that ii is smaller; ``True`` specializes regardless.  The
-consumer warps run as one group, or as two groups taking turns through
-named barriers (``order_consumer_groups``: when the joint schedule of the
-loop split over two data-parallel groups, ``model.groups``, gives each a
-role of its own and a smaller ii).
+specializes when that ii is smaller; ``True`` specializes regardless.  Every
+solve here models the consumers as the kernel runs them: in program order,
+one iteration after the other (``model.groups.in_program_order``; the
+transform does not software-pipeline the consumer body).  The consumer warps
+run as one group, or as two groups taking turns on the tensor core through
+named barriers, one turn per run of tensor-core statements
+(``order_consumer_groups``: when the joint schedule of the loop split over two
+data-parallel groups with those turns, ``model.groups``, has a smaller ii and
+passes the checker with each group on a role of its own).
 
 A specialized loop loses its software-pipeline annotation and gets
 ``tvm_twill.ws_depth`` (and, on sm_90a, ``tvm_twill.ws_registers``; with
@@ -73,9 +77,11 @@ class WarpSpecialization:
     ``consumer_order``: when the consumer warps split into two groups and
     the joint schedule of that split (``model.groups``) has a smaller ii,
     the token order the named barriers enforce (``ii_ws_cycles`` is then
-    that ii); ``groups_ii_cycles`` / ``groups_note``: the ii of the split
-    and why it was or was not taken; ``one_group``: the plan with one
-    consumer group, applied instead if the transform refuses the order.
+    that ii); ``turn_sections``: the runs of tensor-core statements the
+    groups take turns on, one turn each per iteration (the emitted kernel
+    must take as many); ``groups_ii_cycles`` / ``groups_note``: the ii of
+    the split and why it was or was not taken; ``one_group``: the plan with
+    one consumer group, applied instead if the transform refuses the order.
     ``solved_graph`` / ``solved_machine``: the graph and machine ``schedule`` was solved on (as the
     solver prepared them: what ``PipelinePlan.plot`` draws).
     ``depth_note``: why the ring is shallower than the pipeline's buffer
@@ -200,6 +206,11 @@ def _consumer_threads(func) -> int:
 
 #: Consumer groups tried by the planner: two, FA3's ping-pong.
 CONSUMER_GROUPS = 2
+#: Seconds (at most) the solve of the split loop gets.  Its chains and turns give a recurrence bound the
+#: heuristic's incumbent usually meets or nearly meets, and refuting the ii between them can take z3 minutes;
+#: the groups are chosen on a valid schedule with a smaller ii than one group's optimum, proven or not (the
+#: note says which), so a bounded share of the plan's time is spent on the proof.
+GROUPS_TIME_LIMIT = 10.0
 
 
 def _has_wgmma(func) -> bool:
@@ -223,18 +234,21 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
                             "nothing to take turns on"), ()
     split = with_turns(split_consumers(graph, names, g), sections, g)
     on = replace(machine.generic_roles(), warp_groups=g + 1)
+    gopts = replace(opts, time_limit=min(opts.time_limit, GROUPS_TIME_LIMIT))
     try:
-        sched = solve(split, on, options=opts)
+        sched = solve(split, on, options=gopts)
     except TwillError as e:
         return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})", sections
     ii = sched.ii * q
+    lb = sched.lower_bound.ii * q if sched.lower_bound is not None else None
+    proof = "" if sched.optimal else " (not proven optimal" + (f": no ii below {lb} cycles)" if lb else ")")
     if sched.ii >= one_ii:
         return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "
-                                          f"cycles, no better than one group's {one_ii * q}"), sections
+                                          f"cycles{proof}, no better than one group's {one_ii * q}"), sections
     from .solvers import prepare
-    placed = place_groups(sched, split, names, g, on.warp_groups)
+    placed = place_groups(sched, split, names, g)
     prep = prepare(split, on, opts)
-    bad = ["too few warp roles"] if placed is None else check(placed, prep.graph, prep.machine)
+    bad = check(placed, prep.graph, prep.machine)
     if bad:
         return None, (sched, split, on), (f"one group: the joint schedule of {g} groups (ii {ii} cycles) with "
                                           f"each group on a warp role of its own fails the checker ({bad[0]})"), \
@@ -244,7 +258,7 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
     return order, (placed, split, on), (
         f"{g} groups of {warps // g} warps taking turns on the tensor core ({len(sections)} turn(s) per "
         f"iteration: {turns}; the rest of each group's work runs under the other group's turns): ii {ii} "
-        f"cycles vs {one_ii * q} with one group"), sections
+        f"cycles{proof} vs {one_ii * q} with one group"), sections
 
 
 def _ring_fit(copies, depth: int, machine, others=()) -> tuple[int, int, str]:

@@ -106,3 +106,113 @@ def test_two_ordered_groups_beat_one_on_the_fa_loop():
     assert order is not None and sorted(order) == [0, 1]
     first = min((p.time, n) for n, p in two.ops.items() if "@" in n)[1]
     assert first.endswith(f"@{order[0]}")
+
+
+# ---------------------------------------------------------------------------- what the WS kernel runs
+from dataclasses import replace  # noqa: E402
+
+from tvm_twill.model import check  # noqa: E402
+from tvm_twill.model.groups import in_program_order, place_groups, turn_sections, with_turns  # noqa: E402
+
+PRODUCERS = {"load_K", "load_V"}
+
+
+def _solve(graph, roles):
+    from tvm_twill.solvers import SolveOptions, prepare, solve
+    m = replace(get_machine("h100"), warp_groups=roles)
+    sched = solve(graph, m, options=SolveOptions(time_limit=60))
+    prep = prepare(graph, m)
+    assert check(sched, prep.graph, prep.machine) == []
+    return sched, prep
+
+
+def _runs_in_order(sched, graph, names) -> bool:
+    """Each op starts once the one before it finished; the next iteration's first once the last finished."""
+    t = {n: sched.ops[n].time for n in names}
+    c = {n: graph.op(n).cycles for n in names}
+    return all(t[b] >= t[a] + c[a] for a, b in zip(names, names[1:])) and \
+        t[names[0]] + sched.ii >= t[names[-1]] + c[names[-1]]
+
+
+def test_in_program_order_chains_the_consumers_and_the_solver_keeps_the_chain():
+    g = _fa_loop()
+    ordered = in_program_order(g, PRODUCERS)
+    added = {(e.src, e.dst, e.delay, e.distance, e.kind) for e in ordered.edges} - \
+        {(e.src, e.dst, e.delay, e.distance, e.kind) for e in g.edges}
+    assert added == {("S", "P", 16, 0, "order"), ("P", "O", 16, 0, "order"), ("O", "S", 16, 1, "order")}
+    free, _ = _solve(g, 2)
+    assert not _runs_in_order(free, g, ["S", "P", "O"])   # the modulo schedule overlaps iterations on one role
+    chained, _ = _solve(ordered, 2)
+    assert _runs_in_order(chained, g, ["S", "P", "O"]) and chained.ii == 48 > free.ii
+    assert in_program_order(g, set(g.names)) is g         # no consumer: nothing to chain
+
+
+def test_turn_sections_are_the_runs_of_tensor_core_ops():
+    assert turn_sections(_fa_loop(), PRODUCERS) == (("S",), ("O",))
+    ops = (Op("c", 1, "TMA"), Op("a", 2, "TC"), Op("b", 2, rrt=({"TC": 1, "ALU": 1}, {"ALU": 1})),
+           Op("x", 1, "SFU"), Op("y", 3, "TC"))
+    g = Graph("runs", ops, (), machine="h100", normalize=False)
+    assert turn_sections(g, {"c"}) == (("a", "b"), ("y",))
+    assert turn_sections(g, {"c", "a", "b", "y"}) == ()
+
+
+def test_with_turns_is_a_round_robin_of_sections():
+    s = split_consumers(in_program_order(_fa_loop(), PRODUCERS), PRODUCERS, 2)
+    t = with_turns(s, (("S",), ("O",)), 2)
+    turns = {(e.src, e.dst, e.delay, e.distance) for e in t.edges} - {(e.src, e.dst, e.delay, e.distance)
+                                                                       for e in s.edges}
+    assert turns == {("S@0", "S@1", 8, 0), ("S@1", "O@0", 8, 0), ("O@0", "O@1", 8, 0), ("O@1", "S@0", 8, 1)}
+    assert with_turns(s, (), 2) is s
+
+
+def _free_hand_offs(g):
+    """The consumers' values handed between roles at no cost, as the TVM front-end's graphs have them."""
+    return g.replace(ops=tuple(op if op.name in PRODUCERS else replace(op, spill_cost=0) for op in g.ops))
+
+
+def test_two_groups_taking_turns_beat_one_in_order_group_with_fa3s_structure():
+    """One consumer group in program order cannot put its exponentials under its own GEMMs; two groups taking
+    turns on the tensor core put each group's exponentials under the other's GEMMs (FA3's ping-pong)."""
+    loop = in_program_order(_free_hand_offs(_fa_loop()), PRODUCERS)
+    one, _ = _solve(loop, 2)
+    split = with_turns(split_consumers(loop, PRODUCERS, 2), (("S",), ("O",)), 2)
+    two, prep = _solve(split, 3)
+    assert two.optimal and two.ii < one.ii
+    placed = place_groups(two, split, PRODUCERS, 2)
+    assert check(placed, prep.graph, prep.machine) == []
+    roles = {g: {placed.ops[f"{n}@{g}"].warp for n in "SPO"} for g in (0, 1)}
+    prod = {placed.ops[n].warp for n in PRODUCERS}
+    assert all(len(r) == 1 for r in roles.values()) and roles[0] != roles[1] and not prod & (roles[0] | roles[1])
+    assert {n: placed.ops[n].time for n in placed.ops} == {n: two.ops[n].time for n in two.ops}
+
+    def busy(name):
+        t, c = two.ops[name].time, split.op(name).cycles
+        return {(t + j) % two.ii for j in range(c)}
+    for g, other in ((0, 1), (1, 0)):
+        gemms = busy(f"S@{other}") | busy(f"O@{other}")
+        assert busy(f"P@{g}") <= gemms, g        # every slot of one group's exp is under the other's GEMMs
+
+
+def test_place_groups_gives_each_group_the_lowest_free_role():
+    split = split_consumers(_free_hand_offs(_fa_loop()), PRODUCERS, 2)
+    two, prep = _solve(split, 3)
+    placed = place_groups(two, split, PRODUCERS, 2)
+    prod = two.ops["load_K"].warp
+    free = [w for w in range(3) if w != prod]
+    assert {placed.ops[f"{n}@{g}"].warp for n in "SPO" for g in (0, 1)} == set(free)
+    assert all(placed.ops[f"S@{g}"].warp == free[g] for g in (0, 1)) and placed.ops["load_V"].warp == prod
+    assert check(placed, prep.graph, replace(prep.machine, warp_groups=2))   # a role too many for 2 roles
+    with pytest.raises(InputError, match="not a consumer-group copy"):
+        place_groups(two, split, PRODUCERS - {"load_V"}, 2)
+
+
+def test_placing_groups_apart_is_checked_where_hand_offs_cost():
+    """With the machine's spill cost on the consumers' edges, the solver may keep both groups on one role to
+    save the turns' hand-offs; placed apart, the schedule pays them, and the checker says so (the planner then
+    keeps one group)."""
+    loop = in_program_order(_fa_loop(), PRODUCERS)
+    split = with_turns(split_consumers(loop, PRODUCERS, 2), (("S",), ("O",)), 2)
+    two, prep = _solve(split, 3)
+    placed = place_groups(two, split, PRODUCERS, 2)
+    bad = check(placed, prep.graph, prep.machine)
+    assert bad and all(v.rule == 1 and "spill" in v.message for v in bad)

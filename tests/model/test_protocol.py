@@ -308,3 +308,45 @@ def test_deadlock_counts_the_warps_of_a_group():
 def test_bad_order_parameters_are_refused(kw, match):
     with pytest.raises(InputError, match=match):
         RingProtocol(**{"depth": 2, "consumers": 4, **kw})
+
+
+# ---------------------------------------------------------------------------- several turns per iteration
+# FA3's ping-pong of tensor-core runs: each iteration's body takes `sections` turns (one per GEMM)
+@pytest.mark.parametrize("sections", [2, 3])
+@pytest.mark.parametrize("depth,consumers,order", [(1, 2, (0, 1)), (2, 2, (1, 0)), (3, 4, (0, 1)),
+                                                   (2, 3, (2, 0, 1)), (2, 4, (3, 2, 1, 0))])
+def test_ring_with_several_sections_per_iteration_has_no_violation(depth, consumers, order, sections):
+    report = check_ring(RingProtocol(depth, consumers, order=order, sections=sections))
+    assert report.ok, report.violations
+    # more states than one section: the token goes round `sections` times per iteration
+    assert report.states > check_ring(RingProtocol(depth, consumers, order=order)).states
+
+
+@pytest.mark.parametrize("bug", sorted(ORDER_BUGS))
+@pytest.mark.parametrize("depth,consumers,order", [(1, 2, (0, 1)), (2, 4, (1, 0)), (2, 3, (2, 0, 1))])
+def test_seeded_order_bug_with_sections_is_caught(bug, depth, consumers, order):
+    fields, kind = ORDER_BUGS[bug]
+    report = check_ring(RingProtocol(depth, consumers, order=order, sections=2, **fields))
+    assert not report.ok and report.violations[0].kind == kind, report.violations[:1]
+    assert report.violations[0].trace
+
+
+def test_a_section_out_of_turn_names_its_section():
+    report = check_ring(RingProtocol(2, 2, order=(0, 1), sections=2, pass_after_read=False))
+    assert "section 0 of iteration 0" in report.violations[0].message
+    wide = check_ring(RingProtocol(2, 4, order=(0, 1), sections=2, bar_count=2))
+    assert not wide.ok and wide.violations[0].kind in ("order", "deadlock", "barrier-leftover")
+
+
+def test_a_release_before_the_last_section_is_caught():
+    report = check_ring(RingProtocol(2, 2, order=(0, 1), sections=2, release_after_read=False))
+    assert not report.ok and report.violations[0].kind == "overwrite"
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(sections=0), "ring sections must be"), (dict(sections=9), "ring sections must be"),
+    (dict(sections=True), "ring sections must be"), (dict(sections=2), "need an order"),
+    (dict(sections=2, order=(0, 1), release_lag=1, groups=2), "need an order and release_lag 0")])
+def test_bad_sections_are_refused(kw, match):
+    with pytest.raises(InputError, match=match):
+        RingProtocol(**{"depth": 2, "consumers": 4, **kw})

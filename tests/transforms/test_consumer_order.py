@@ -38,6 +38,8 @@ def ordered():
     for arch in ("sm_90a", "sm_80"):
         sch, k0, k1 = tensorcore_gemm(N)
         plan = tvm_twill.auto_pipeline(sch, [k0, k1], arch, warp_specialize=True)
+        if WS_CONSUMER_ORDER in sch.get(k0).annotations:  # sch.annotate keeps a key's first value
+            sch.unannotate(k0, WS_CONSUMER_ORDER)
         sch.annotate(k0, WS_CONSUMER_ORDER, [1, 0])
         facts, report = emit_and_check(sch.mod, arch)
         out[arch] = (sch, k0, plan, facts, report, _source(sch, arch, plan))
@@ -126,29 +128,42 @@ def test_the_planner_keeps_one_group_where_the_split_gains_nothing(mma_gemm):
 
 
 def test_the_planner_orders_groups_where_the_joint_schedule_does(mma_gemm):
-    """The decision on the FA-style loop: two ordered groups have the smaller ii, so the order is taken."""
-    from tvm_twill.solvers import SolveOptions, solve
+    """The decision on the FA-style loop as the kernel runs it (consumers in program order, values handed
+    between roles at no cost as in the front-end's graphs): two groups taking a turn per GEMM have the smaller
+    ii, so the order is taken, and the note says what the turns are."""
+    from dataclasses import replace
+
     from tvm_twill.model import get_machine
+    from tvm_twill.model.groups import in_program_order
+    from tvm_twill.solvers import SolveOptions, solve
     sch, k0, k1 = mma_gemm()
     func = next(f for _, f in sch.mod.functions_items())
-    g = _fa_loop()
-    one = solve(g, __import__("dataclasses").replace(get_machine("h100"), warp_groups=2),
-                options=SolveOptions(time_limit=60))
-    order, grouped, note = warpspec.order_consumer_groups(func, g, {"load_K", "load_V"}, get_machine("h100"),
-                                                          SolveOptions(time_limit=60), solve, one.ii, 1)
-    assert order is not None and grouped[0].ii < one.ii
-    assert note == f"2 groups of 2 warps taking turns in the order {order[0]}, {order[1]}: ii {grouped[0].ii} " \
-                   f"cycles vs {one.ii} with one group"
+    producers = {"load_K", "load_V"}
+    g = in_program_order(_fa_loop(), producers)
+    g = g.replace(ops=tuple(op if op.name in producers else replace(op, spill_cost=0) for op in g.ops))
+    one = solve(g, replace(get_machine("h100"), warp_groups=2), options=SolveOptions(time_limit=60))
+    order, grouped, note, sections = warpspec.order_consumer_groups(
+        func, g, producers, get_machine("h100"), SolveOptions(time_limit=60), solve, one.ii, 1)
+    assert order == (0, 1) and grouped[0].ii < one.ii and sections == (("S",), ("O",))
+    assert note == (f"2 groups of 2 warps taking turns on the tensor core (2 turn(s) per iteration: S; O; the "
+                    f"rest of each group's work runs under the other group's turns): ii {grouped[0].ii} cycles vs "
+                    f"{one.ii} with one group")
+    # each group on a role of its own, none the producer's
+    roles = {gr: {grouped[0].ops[f"{n}@{gr}"].warp for n in "SPO"} for gr in (0, 1)}
+    assert all(len(r) == 1 for r in roles.values()) and roles[0] != roles[1]
+    assert grouped[0].ops["load_K"].warp not in roles[0] | roles[1]
 
 
 def _force_order(func, graph, names, machine, opts, solve, one_ii, q):
-    """order_consumer_groups as if the split had won: the two-group schedule, order (0, 1)."""
+    """order_consumer_groups as if the split had won: the two-group schedule with its turns, order (0, 1)."""
     from dataclasses import replace
 
-    from tvm_twill.model.groups import split_consumers
-    split = split_consumers(graph, names, 2)
+    from tvm_twill.model.groups import place_groups, split_consumers, turn_sections, with_turns
+    sections = turn_sections(graph, names)
+    split = with_turns(split_consumers(graph, names, 2), sections, 2)
     on = replace(machine, warp_groups=3)
-    return (0, 1), (solve(split, on, options=opts), split, on), "forced by the test"
+    return (0, 1), (place_groups(solve(split, on, options=opts), split, names, 2), split, on), "forced by the " \
+        "test", sections
 
 
 def test_a_chosen_order_is_emitted_checked_and_explained(mma_gemm, monkeypatch):

@@ -124,17 +124,21 @@ def test_auto_reports_both_iis_and_picks_by_them(mma_gemm, arch):
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_the_reported_ii_is_the_one_the_kernel_runs(ws_kernels, arch):
-    """One producer role and one consumer group, as emitted: a joint optimum that splits the consumer
-    statements over several roles is reported, and the consumers are re-solved as one group."""
+    """One producer role and a role per consumer group, as emitted: a joint optimum that splits the consumer
+    statements over several roles is reported, and the consumers are re-solved as one group (or two ordered
+    groups, each on a role of its own)."""
     ws = ws_kernels[arch][3].warp_specialization
     copies = set(ws.roles["producer warp"])
     consumer_roles = {p.warp for n, p in ws.schedule.ops.items() if n not in copies}
     producer_roles = {p.warp for n, p in ws.schedule.ops.items() if n in copies}
-    assert len(consumer_roles) == 1 and len(producer_roles) == 1 and consumer_roles != producer_roles
+    groups = len(ws.consumer_order or (0,))
+    assert len(consumer_roles) == groups and len(producer_roles) == 1 and not consumer_roles & producer_roles
+    for g in range(groups if ws.consumer_order else 0):
+        assert len({p.warp for n, p in ws.schedule.ops.items() if n.endswith(f"@{g}")}) == 1
     assert ws.ii_ws_cycles == ws.schedule.ii * ws_kernels[arch][3].quantum
     if ws.joint_split is not None:
         roles, ii = ws.joint_split
-        assert roles > 1 and ii <= ws.ii_ws_cycles
+        assert roles > 1 and ii <= (ws.one_group or ws).ii_ws_cycles   # at most one consumer group's ii
         assert f"runs the consumer statements as {roles} warp roles" in ws.explain()
 
 

@@ -31,6 +31,8 @@ def planned():
         sch, k0, k1 = tensorcore_gemm(N)
         plan = tvm_twill.auto_pipeline(sch, [k0, k1], arch, time_limit=20.0, warp_specialize=True)
         assert plan.warp_specialization.chosen
+        if WS_CONSUMER_ORDER in sch.get(k0).annotations:  # the planner took two groups: the tests add them
+            sch.unannotate(k0, WS_CONSUMER_ORDER)
         out[arch] = (sch, k0)
     return out
 

@@ -191,16 +191,14 @@ def with_turns(split: Graph, sections, groups: int) -> Graph:
     return split.replace(edges=split.edges + tuple(edges))
 
 
-def place_groups(schedule, split: Graph, producers, groups: int, warp_groups: int):
-    """``schedule`` (of ``split``) with every op of consumer group ``g`` on the ``g``-th warp role that holds no
-    producer op, producer ops where they were; None when there are too few roles.  Roles only name who issues
-    what: the times (which carry the program order and the turns) are kept, and the caller checks the result
-    with ``model.check`` (registers per role, spill costs of hand-offs between roles)."""
+def place_groups(schedule, split: Graph, producers, groups: int):
+    """``schedule`` (of ``split``) with every op of consumer group ``g`` on the ``g``-th lowest warp role that
+    holds no producer op, producer ops where they were.  Roles only name who issues what: the times (which
+    carry the program order and the turns) are kept, and the caller checks the result with ``model.check``
+    (the machine's roles, registers per role, spill costs of hand-offs between roles)."""
     producers = set(producers)
     prod_roles = {schedule.ops[n].warp for n in producers if n in schedule.ops}
-    free = [w for w in range(warp_groups) if w not in prod_roles]
-    if len(free) < groups:
-        return None
+    free = [w for w in range(len(prod_roles) + groups) if w not in prod_roles]
     ops = {}
     for name, p in schedule.ops.items():
         if name in producers:
