@@ -142,12 +142,13 @@ def uniform_guard_loops_pass(func, mod, ctx):
 
 
 _SYNC = "tirx.tvm_storage_sync"
+_SELECT = tirx.Select  # the node type (uniform_guard_loops builds one through ``tirx.Select``)
 
 
 def _guard_condition(loop):
     """``c`` of a guard loop ``for guard in range(c ? 1 : 0)`` that ``uniform_guard_loops`` wrote, else None."""
     ext = loop.extent
-    if (loop.loop_var.name != "guard" or not isinstance(ext, tirx.Select)
+    if (loop.loop_var.name != "guard" or not isinstance(ext, _SELECT)
             or not (isinstance(ext.true_value, tirx.IntImm) and ext.true_value.value == 1)
             or not (isinstance(ext.false_value, tirx.IntImm) and ext.false_value.value == 0)):
         return None
