@@ -63,8 +63,8 @@ from .wait_counts import with_wait_guard
 from .wgmma_overlap import has_wgmma
 
 __all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "guard_skip_barriers",
-           "guard_skip_barriers_pass", "register_swp_pipeline", "uniform_guard_loops", "uniform_guard_loops_pass", "varying_vars", "wgmma_fences_pass",
-           "wgmma_fragments_pass"]
+           "guard_skip_barriers_pass", "register_swp_pipeline", "uniform_guard_loops", "uniform_guard_loops_pass",
+           "varying_vars", "wgmma_fences_pass", "wgmma_fragments_pass"]
 
 #: Name of the registered TIR pipeline: ``tvm.compile(mod, target, tir_pipeline=SWP_PIPELINE)``.
 SWP_PIPELINE = "tvm_twill_swp"
@@ -208,7 +208,8 @@ def _swp_pipeline():
                                before=True)
         passes = splice_passes(passes, "s_tir.InjectSoftwarePipeline", [constant_async_waits_pass])
         passes = splice_passes(passes, "s_tir.ThreadSync", [uniform_guard_loops_pass], before=True)
-        passes = splice_passes(passes, "s_tir.InferFragment", [guard_skip_barriers_pass], before=True)  # after ThreadSync
+        # right after the ThreadSync passes (InferFragment follows them)
+        passes = splice_passes(passes, "s_tir.InferFragment", [guard_skip_barriers_pass], before=True)
         passes = splice_passes(passes, "tirx.FlattenBuffer", [wgmma_fragments_pass])
         passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [wgmma_fences_pass], before=True)
         passes = with_wait_guard(passes)
