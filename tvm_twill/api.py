@@ -177,17 +177,18 @@ class PipelinePlan:
     @property
     def tir_pipeline(self) -> str | None:
         """The TIR pipeline to compile with (``tvm.compile(mod, target, tir_pipeline=...)``): tvm_twill's
-        when the loop was warp-specialized or its function issues wgmma; ``tvm_twill_swp`` (constant cp.async
-        wait counts, barriers allowed under the uniform prologue / epilogue guards: ``transforms.swp_lowering``)
-        for a pipelined loop of symbolic extent; ``tvm_twill_waits`` when TVM's cp.async wait counts need
-        lowering (``tvm_waits``); else None (TVM's default)."""
+        when the loop was warp-specialized; ``tvm_twill_swp`` (constant cp.async wait counts, barriers allowed
+        under the uniform prologue / epilogue guards: ``transforms.swp_lowering``) for a pipelined loop of
+        symbolic extent, wgmma or not (it also has the per-thread accumulators and proxy fences a wgmma function
+        needs); tvm_twill's for any other loop whose function issues wgmma; ``tvm_twill_waits`` when TVM's
+        cp.async wait counts need lowering (``tvm_waits``); else None (TVM's default)."""
         ws = self.warp_specialization
         if ws is not None and self.applied and ws.tir_pipeline:
             return ws.tir_pipeline
-        if self.wgmma:
-            return register_pipeline()
         if self.applied and max(self.annotation.stages, default=0) > 0 and self.extraction.trip_count is None:
             return register_swp_pipeline()
+        if self.wgmma:
+            return register_pipeline()
         return register_waits_pipeline() if self.applied and self.tvm_waits else None
 
     def __repr__(self) -> str:  # one line (the dataclass repr runs to screens: extraction, graphs, schedules)

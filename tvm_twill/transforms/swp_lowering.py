@@ -27,22 +27,44 @@ index (``frontend.uniform``, the rule the front-end's barrier refusal uses
 too: a read-only global buffer, or a local one every thread stores the same
 values to, is uniform); any other ``if`` is
 left as it was, so ThreadSync still refuses a barrier under it.  The pass
-runs right before ThreadSync.  Right before InjectSoftwarePipeline,
+runs right before ThreadSync.  ThreadSync plans a loop as if its body runs:
+a barrier it puts inside a guard loop is what orders the statements before the
+guard with those after it (e.g. the fragment store of S with the softmax that
+reads it, the guard between them being the next iteration's GEMM, absent when
+the trip count is short).  So ``guard_skip_barriers``, right after the
+ThreadSync passes, gives every guard loop that holds a barrier the same
+barrier on its other path: ``for _ in range(c ? 1 : 0): S`` becomes that
+loop followed by ``if not c: barrier``; ``c`` is uniform, so every thread
+takes the same path, and a barrier separates what precedes the guard from
+what follows it on both.  Right before InjectSoftwarePipeline,
 ``let_hoist.hoist_invariant_lets`` binds a pipelined loop's loop-invariant
 lets once before it (TVM's guards would leave them undefined in the other
-guarded statements).  Every other pass is TVM's own
-(``frontend.ir.stock_s_tir_passes``).
+guarded statements).
+
+A function that issues wgmma (``kernels.fa_forward_wgmma`` pipelined on its KV
+loop) needs two more passes, the ones ``tvm_twill_ws`` runs for it: the
+warp-group accumulators shrunk to per-thread registers after FlattenBuffer
+(``fragments.shrink_thread_fragments``) and the proxy fences before the
+barriers ahead of a wgmma, before MergeSharedMemoryAllocations
+(``proxy_fence``: cp.async writes shared memory through the generic proxy,
+and the fence must follow the wait).  Both are applied to wgmma functions only
+(``wgmma_only``), so every other kernel compiles as before.  Every other pass
+is TVM's own (``frontend.ir.stock_s_tir_passes``).
 """
 from __future__ import annotations
 
-from ..frontend.ir import (splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
-                           tvm_ffi)
+from ..frontend.ir import (T, splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx,
+                           tvm, tvm_ffi)
 from ..frontend.uniform import uniformity, varying_vars
+from .fragments import shrink_thread_fragments
 from .let_hoist import hoist_invariant_lets_pass
+from .proxy_fence import add_proxy_fences
 from .wait_counts import with_wait_guard
+from .wgmma_overlap import has_wgmma
 
-__all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "register_swp_pipeline",
-           "uniform_guard_loops", "uniform_guard_loops_pass", "varying_vars"]
+__all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "guard_skip_barriers",
+           "guard_skip_barriers_pass", "register_swp_pipeline", "uniform_guard_loops", "uniform_guard_loops_pass",
+           "varying_vars", "wgmma_fences_pass", "wgmma_fragments_pass"]
 
 #: Name of the registered TIR pipeline: ``tvm.compile(mod, target, tir_pipeline=SWP_PIPELINE)``.
 SWP_PIPELINE = "tvm_twill_swp"
@@ -119,6 +141,66 @@ def uniform_guard_loops_pass(func, mod, ctx):
     return uniform_guard_loops(func)
 
 
+_SYNC = "tirx.tvm_storage_sync"
+_SELECT = tirx.Select  # the node type (uniform_guard_loops builds one through ``tirx.Select``)
+
+
+def _guard_condition(loop):
+    """``c`` of a guard loop ``for guard in range(c ? 1 : 0)`` that ``uniform_guard_loops`` wrote, else None."""
+    ext = loop.extent
+    if (loop.loop_var.name != "guard" or not isinstance(ext, _SELECT)
+            or not (isinstance(ext.true_value, tirx.IntImm) and ext.true_value.value == 1)
+            or not (isinstance(ext.false_value, tirx.IntImm) and ext.false_value.value == 0)):
+        return None
+    return ext.condition
+
+
+def _barrier_scopes(stmt) -> list:
+    """The scopes (``"shared"``, ``"shared.dyn"``) of the ``tvm_storage_sync`` barriers in ``stmt``, in order."""
+    found: list = []
+
+    def on_call(call):
+        if getattr(call.op, "name", "") == _SYNC and call.args:
+            scope = str(call.args[0]).strip('"')
+            if scope.startswith("shared") and scope not in found:
+                found.append(scope)
+
+    tvm_ffi.structural_walk(stmt, [(tvm.ir.expr.Call, on_call)])
+    return found
+
+
+def guard_skip_barriers(func):
+    """``func`` with the barriers of each guard loop also on the path that skips it (module docstring)."""
+
+    def fix(loop):
+        cond = _guard_condition(loop)
+        scopes = _barrier_scopes(loop.body) if cond is not None else []
+        if not scopes:
+            return loop
+        syncs = [tirx.Evaluate(T.tvm_storage_sync(scope)) for scope in scopes]
+        return tirx.SeqStmt([loop, tirx.IfThenElse(tirx.Not(cond), syncs[0] if len(syncs) == 1
+                                                   else tirx.SeqStmt(syncs), None)])
+
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, fix)]))
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TwillGuardSkipBarriers")
+def guard_skip_barriers_pass(func, mod, ctx):
+    return guard_skip_barriers(func)
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TwillSwpWgmmaFragments")
+def wgmma_fragments_pass(func, mod, ctx):
+    """``fragments.shrink_thread_fragments`` on a function that issues wgmma; others unchanged."""
+    return shrink_thread_fragments(func)[0] if has_wgmma([func.body]) else func
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TwillSwpWgmmaFences")
+def wgmma_fences_pass(func, mod, ctx):
+    """``proxy_fence.add_proxy_fences`` (itself a no-op without wgmma)."""
+    return add_proxy_fences(func)
+
+
 def _swp_pipeline():
     @tvm.transform.module_pass(opt_level=0)
     def _pipeline(mod, _ctx):
@@ -126,6 +208,10 @@ def _swp_pipeline():
                                before=True)
         passes = splice_passes(passes, "s_tir.InjectSoftwarePipeline", [constant_async_waits_pass])
         passes = splice_passes(passes, "s_tir.ThreadSync", [uniform_guard_loops_pass], before=True)
+        # right after the ThreadSync passes (InferFragment follows them)
+        passes = splice_passes(passes, "s_tir.InferFragment", [guard_skip_barriers_pass], before=True)
+        passes = splice_passes(passes, "tirx.FlattenBuffer", [wgmma_fragments_pass])
+        passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [wgmma_fences_pass], before=True)
         passes = with_wait_guard(passes)
         return tvm.ir.transform.Sequential(passes)(mod)
 
