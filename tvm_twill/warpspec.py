@@ -85,7 +85,8 @@ class WarpSpecialization:
     ``solved_graph`` / ``solved_machine``: the graph and machine ``schedule`` was solved on (as the
     solver prepared them: what ``PipelinePlan.plot`` draws).
     ``depth_note``: why the ring is shallower than the pipeline's buffer
-    versions (shared memory), or None.
+    versions (shared memory, or fewer slots hide the copies' latency at the
+    schedule's ii), or None.
     ``layout_note``: why the rings were emitted without the 128-byte swizzle
     they qualified for (their alignment pads past shared memory), or None;
     each ring's layout is in ``facts.operand_layouts``.
@@ -332,6 +333,20 @@ def _ring_depth(ex, ann, copies, machine) -> tuple[int, int, str | None, str]:
     return fit, slot, f"ring depth {fit}, not the pipeline's {depth}: {depth} slots of {slot} B exceed {limit}", limit
 
 
+def _latency_depth(depth: int, ex, names, ii_cycles: int, note: str | None) -> tuple[int, str | None]:
+    """(ring depth, why shallower) once the schedule's ii is known: with ``d`` slots the producer runs ``d - 1``
+    iterations ahead of the consumers, so ``1 + ceil(L / ii)`` slots hide the copies' latency ``L`` (the delay
+    of their edges: an unloaded DRAM access plus the tile's share of the bandwidth, ``frontend.costs``); a
+    deeper ring only holds shared memory (and makes the protocol's state space grow with every slot)."""
+    q = ex.quantum
+    latency = max((e.delay for e in ex.graph.edges if e.src in names), default=0) * q
+    need = max(2, 1 + -(-latency // max(ii_cycles, 1)))
+    if need >= depth:
+        return depth, note
+    return need, (f"ring depth {need}, not the pipeline's {depth}: at ii {ii_cycles} cycles, {need - 1} slot(s) "
+                  f"ahead of the consumers cover the copies' {latency}-cycle latency")
+
+
 def _role_register_peaks(ws, graph, names, budgets) -> tuple[int, int]:
     """The joint schedule's peak registers per thread of the (producer, consumer) roles, checked to fit the
     setmaxnreg ``budgets`` (when the kernel gets them)."""
@@ -402,10 +417,11 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
 
     def finish(ws, graph, solved_on, order, note, one_group=None):
         ii_ws = ws.ii * q
+        ring, ring_note = _latency_depth(depth, ex, names, ii_ws, depth_note)  # the schedule holds with fewer slots
         threads = _consumer_threads(sch.mod[ref.func])
         budgets = (register_budgets(threads) if parse_arch(arch).setmaxnreg and threads % 128 == 0  # whole warp
                    else None)                                                                        # groups
-        better, versus = _by_throughput(ex, swp_plan, ii_swp, ii_ws, depth * slot, budgets)
+        better, versus = _by_throughput(ex, swp_plan, ii_swp, ii_ws, ring * slot, budgets)
         if choice == "auto" and not better:
             return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp {versus} "
                                       "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
@@ -414,10 +430,10 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         prepared = prepare(graph, solved_on, opts)  # the graph as solved
         peak = _role_register_peaks(ws, prepared.graph, names, budgets)
         roles, barriers = _roles_and_barriers(ex, copies, order)
-        return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=depth,
+        return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=ring,
                                   barriers=barriers, registers=budgets, joint_split=split, register_peaks=peak,
                                   consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
-                                  one_group=one_group, depth_note=depth_note, solved_graph=prepared.graph,
+                                  one_group=one_group, depth_note=ring_note, solved_graph=prepared.graph,
                                   solved_machine=prepared.machine, turn_sections=sections if order else ())
 
     if order is None:

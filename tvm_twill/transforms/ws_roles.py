@@ -17,6 +17,7 @@ from ..frontend.ir import const_int, tirx, tvm, tvm_ffi
 from ..frontend.ir import substitute as _subst
 from ..model.arch import ArchCaps, parse_arch
 from ..model.pipeline import WS_DEPTH, WS_REGISTERS
+from .proxy_fence import is_proxy_fence
 from .tir_util import flatten_seq, i32, path_to, stores, uses_var, ws_fail
 
 __all__ = ["THREAD_TAGS", "Copy", "WsLoop", "find_ws_loop", "parse_copy", "split_roles"]
@@ -184,11 +185,23 @@ def parse_copy(stmt, shared_bufs) -> Copy | None:
         elif isinstance(node, tirx.IfThenElse) and node.else_case is None:
             guards.append(node.condition)
             node = node.then_case
+        elif isinstance(node, tirx.SeqStmt) and len(rest := [x for x in node.seq if not _fence_only(x)]) == 1:
+            node = rest[0]   # the kernel's own proxy fence after its stores: the producer's copies replace them
         else:
             ws_fail(f"a statement that writes a shared tile is not a plain copy nest ({type(node).__name__})")
     node, fill = _zero_fill(node, vec)
     _check_copy_store(node, shared_bufs, vec)
     return Copy(stmt=stmt, dst=node.buffer, loops=tuple(loops), vec=vec, guards=tuple(guards), store=node, fill=fill)
+
+
+def _fence_only(stmt) -> bool:
+    """``fence.proxy.async``, alone or under a guard: what a kernel written for TVM's own pipeline puts after
+    its generic-proxy stores into a wgmma operand (``kernels.attention_wgmma``).  A producer copy drops it:
+    TMA writes through the async proxy, and a cp.async ring's consumers fence after their full-barrier wait
+    (``proxy_fence.consumer_fence``)."""
+    if isinstance(stmt, tirx.IfThenElse) and stmt.else_case is None:
+        stmt = stmt.then_case
+    return is_proxy_fence(stmt)
 
 
 def _zero_fill(node, vec):
