@@ -122,9 +122,10 @@ def test_attention(tmp_path):
     assert "result: applied to loop 'j'" in out and (tmp_path / "attention_plan.png").stat().st_size > 10000
     assert re.search(r"== 3\. the CUDA: \d+ cp\.async call sites", out)
     assert "0 bytes spill stores, 0 bytes spill loads" in out
-    for label in ("pipelined SIMT attention", "tensor-core attention", "warp-specialized tensor-core attention"):
+    for label in ("pipelined SIMT attention", "tensor-core attention", "warp-specialized tensor-core attention",
+                  r"warp-specialized wgmma attention \(two consumer warp groups\)"):
         assert re.search(rf"emulated {label}: ok: 0 findings", out)
-    assert out.count("max |kernel - numpy| = ") == 3
+    assert out.count("max |kernel - numpy| = ") == 4
     assert re.search(r"pipelined build \(tvm_twill_swp TIR pipeline\): \d+ mma\.sync", out)  # the planned TC kernel
     assert "protocol model check: " in out and "bar_sync_count_sync((uint)15, (uint)64)" in out
     assert re.search(r"this kernel, by the model: \d+ TFLOPS", out)
@@ -138,6 +139,13 @@ def test_attention(tmp_path):
     # FA4's split on b200: two softmax groups, a correction group, one MMA issuer, the loads
     assert re.search(r"fa_fwd_blackwell_fa4 \(b200\): .*softmax0: R_a, P_a; softmax1: R_b, P_b; "
                      r"correction: C_a, C_b; mma: S_a, O_a, S_b, O_b; load: load_K, load_V", out)
+    # FA3's ping-pong on the wgmma kernel's own plan: two consumer warp groups taking a turn per GEMM
+    nine = out[out.index("== 9."):]
+    assert "2 groups of 4 warps taking turns on the tensor core (2 turn(s) per iteration" in nine
+    busy = re.search(r"tensor core busy in the steady state: (\d+)% with two consumer warp groups \(ii (\d+) "
+                     r"cycles\), (\d+)% with one \(ii (\d+) cycles\)", nine)
+    assert busy and int(busy.group(1)) > int(busy.group(3)) and int(busy.group(2)) < int(busy.group(4))
+    assert "bar_sync_count_sync(((uint)((ws_warp >> 2) + 1)), (uint)256)" in nine
 
 
 @needs_tvm

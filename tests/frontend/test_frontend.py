@@ -210,6 +210,43 @@ def test_copy_sfu_alu_statements():
     assert {(e.src, e.dst, e.distance) for e in ex.graph.edges} == {("load", "exp", 0), ("exp", "add", 0)}
 
 
+def _guarded_exp(pred):
+    """A loop of three statements over 128 threads (one row each): load, exp run by the threads ``pred`` keeps,
+    add."""
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((128, 1024), "float16"), D: T.Buffer((128, 1024), "float32")):
+        for k in T.serial(0, 16):
+            with T.sblock("stage"):
+                AS = T.sblock_alloc_buffer((128, 64), "float16", scope="shared")
+                E = T.sblock_alloc_buffer((128, 64), "float32", scope="shared")
+                for tx in T.thread_binding(0, 128, thread="threadIdx.x"):
+                    for j in T.serial(0, 64):
+                        with T.sblock("load"):
+                            r, c, kv = T.axis.remap("SSS", [tx, j, k])
+                            AS[r, c] = A[r, kv * 64 + c]
+                for tx in T.thread_binding(0, 128, thread="threadIdx.x"):
+                    for j in T.serial(0, 64):
+                        with T.sblock("exp"):
+                            r, c = T.axis.remap("SS", [tx, j])
+                            T.where(pred(tx))
+                            E[r, c] = T.exp(T.Cast("float32", AS[r, c]))
+                for tx in T.thread_binding(0, 128, thread="threadIdx.x"):
+                    for j in T.serial(0, 64):
+                        with T.sblock("add"):
+                            r, c, kv = T.axis.remap("SSS", [tx, j, k])
+                            D[r, kv * 64 + c] = E[r, c] + T.float32(1)
+    return f
+
+
+@pytest.mark.parametrize("pred,share", [(lambda tx: tx < 64, 0.5), (lambda tx: 64 > tx, 0.5),
+                                        (lambda tx: tx <= 31, 0.25), (lambda tx: tx < 200, 1.0),
+                                        (lambda tx: tx % 2 == 0, 1.0)])   # not a bound: every thread counted
+def test_a_block_predicate_bounding_a_thread_counts_the_threads_it_keeps(pred, share):
+    ex = extract_loop(tvm.s_tir.Schedule(_guarded_exp(pred)), "k", "sm_80")
+    exp = next(s for s in ex.stmts if s.name == "exp")
+    assert exp.kind == "sfu" and exp.work == {"SFU": 128 * 64 * share / 16}   # exps run / 16 per clock
+
+
 def test_dynamic_extent_is_extracted_with_a_symbolic_trip_count():
     ex = extract_loop(tvm.s_tir.Schedule(dynamic_compute), "i", "sm_80")
     assert ex.trip_count is None and ex.extent == "k" and ex.trips == "k"

@@ -164,3 +164,29 @@ def test_zero_filling_copy_varying_within_a_vector_is_refused():
     nest, x, _, _ = _copy_nest(lambda i, v, n: i * 8 + v < n)
     with pytest.raises(UnsupportedLoopError, match="condition that varies within a vector"):
         parse_copy(nest, [x])
+
+
+def test_a_copys_own_proxy_fence_goes_with_it_and_nothing_else_does():
+    """A kernel written for TVM's own pipeline fences after its stores into a wgmma operand, in the copy loop
+    (kernels.attention_wgmma); the producer's copies replace the stores, so the fence is dropped with them.
+    Any other statement beside the store still refuses the nest."""
+    from tvm.script import tirx as T
+
+    from tvm_twill.errors import UnsupportedLoopError
+    from tvm_twill.frontend.ir import tirx
+    from tvm_twill.transforms.proxy_fence import consumer_fence
+    from tvm_twill.transforms.ws_roles import parse_copy
+    g = tirx.decl_buffer((64,), "float16", name="G")
+    x = tirx.decl_buffer((64,), "float16", name="X", scope="shared")
+    i, v = tirx.Var("i", "int32"), tirx.Var("v", "int32")
+    store = tirx.BufferStore(x, tirx.BufferLoad(g, [i * 8 + v]), [i * 8 + v])
+
+    def nest(extra):
+        body = tirx.SeqStmt([tirx.For(v, 0, 8, tirx.ForKind.VECTORIZED, store), extra])
+        return tirx.For(i, 0, 8, tirx.ForKind.SERIAL, body)
+    for fence in (consumer_fence(), tirx.IfThenElse(i == 7, consumer_fence(), None)):
+        c = parse_copy(nest(fence), [x])
+        assert c is not None and c.store.same_as(store) and [lv.name for lv, _, _ in c.loops] == ["i"]
+    other = tirx.Evaluate(T.tvm_storage_sync("shared"))
+    with pytest.raises(UnsupportedLoopError, match="not a plain copy nest"):
+        parse_copy(nest(other), [x])

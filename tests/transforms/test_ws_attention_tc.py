@@ -182,3 +182,31 @@ def test_two_ordered_groups_on_sm90a():
         rep, err = _emulate(s, f, "sm_90a", n)
         assert rep.findings == [] and rep.ok, str(rep)
         assert err < 2e-2
+
+
+def test_scratch_proved_private_exactly_where_the_interval_is_too_wide():
+    """Group g owns rows 64 g .. 64 g + 63 of X, written through a fragment-like index whose terms move
+    together (r // 4 and r % 4 of one loop variable: the analyzer's interval overshoots into the next group's
+    rows) and read by half of each group's threads (``tx < 64``: the interval ignores the guard).  The exact
+    addresses, guards included, are disjoint; a read that really crosses into the other group is not."""
+    from tvm.script import tirx as T
+
+    from tvm_twill.frontend.ir import tirx
+    from tvm_twill.transforms.group_scratch import private_scratch
+    tx, ty, r, c = (tirx.Var(n, "int32") for n in ("tx", "ty", "r", "c"))
+    x = tirx.decl_buffer((256,), "float32", name="X", scope="shared")
+    out = tirx.decl_buffer((256,), "float32", name="Y")
+    # r - r // 4 * 4 is r % 4 (0 .. 3); term by term the analyzer bounds it by 7: rows up to 131
+    write = tirx.For(r, 0, 8, tirx.ForKind.SERIAL, tirx.BufferStore(
+        x, T.float32(1), [ty * 128 + (tx % 32) * 4 + (r - r // 4 * 4)]))
+
+    def read(row):
+        return tirx.IfThenElse(tx < 16, tirx.For(c, 0, 8, tirx.ForKind.SERIAL, tirx.BufferStore(
+            out, tirx.BufferLoad(x, [row + c]), [tx])), None)
+    ext, tvars = {"threadIdx.x": 64, "threadIdx.y": 2}, {"threadIdx.x": tx, "threadIdx.y": ty}
+    assert private_scratch([write], ext, tvars, 2) is None
+    from tvm_twill.transforms import group_scratch
+    assert group_scratch._spans(x, group_scratch._accesses(write), [
+        group_scratch.group_domains(ext, tvars, 64, g) for g in (0, 1)])[0][1] >= 128   # the interval overshoots
+    assert private_scratch([write, read(ty * 128 + tx * 8)], ext, tvars, 2) is None
+    assert "overlap" in private_scratch([write, read(ty * 128 + tx * 8 + 8)], ext, tvars, 2)
