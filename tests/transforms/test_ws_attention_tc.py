@@ -96,7 +96,7 @@ FAULTS = {
         r"tvm_builtin_ptx_mbarrier_test_wait_parity\w*\(ws_ready_ptr\[0\], \w+\(\(&\(ws_full_ptr[^\n]*\n\s*\}",
         "", s, count=1),
     "release arrive removed": lambda s: re.sub(
-        r"tvm_builtin_ptx_mbarrier_arrive_nocount_arrive_shared_b64\(\w+\(\(&\(ws_empty_ptr\[\(ws_k & 3\)\]\)\)\)\);",
+        r"tvm_builtin_ptx_mbarrier_arrive_nocount_arrive_shared_b64\(\w+\(\(&\(ws_empty_ptr\[\(ws_k [%&] \d+\)\]\)\)\)\);",
         ";", s, count=1),
 }
 
