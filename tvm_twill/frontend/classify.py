@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from .cp_async import plain_copy
 from .ir import branches, const_int, is_register, is_shared, tirx, tvm, tvm_ffi
 
-__all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy", "uses_tensor_core"]
+__all__ = ["LeafWork", "classify", "describe", "leaf_work", "plain_copy", "predicate_fraction", "uses_tensor_core"]
 
 _SFU_FUNCS = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "sqrt", "rsqrt",
               "erf", "sin", "cos", "tan", "pow", "fast_exp", "fast_erf", "fast_tanh"}
@@ -127,6 +127,30 @@ def leaf_work(block) -> LeafWork:
 
     visit(block.body, 1.0, 1)
     return w
+
+
+def predicate_fraction(pred, loops) -> float:
+    """The share of the instances of a block that its predicate (``T.where``) keeps: 1 unless ``pred`` is a
+    conjunction of bounds ``v < c`` / ``v <= c`` / ``c > v`` / ``c >= v`` (``v`` one of ``loops``' variables, a
+    constant range), each keeping its share of ``v``'s range (e.g. ``tx < 64`` over 128 threads: half the
+    threads run the block).  Anything else counts every instance (an upper bound of the work)."""
+    if pred is None or const_int(pred) == 1:
+        return 1.0
+    if isinstance(pred, tirx.And):
+        return predicate_fraction(pred.a, loops) * predicate_fraction(pred.b, loops)
+    flip = {tirx.GT: tirx.LT, tirx.GE: tirx.LE}
+    kind, var, bound = type(pred), getattr(pred, "a", None), getattr(pred, "b", None)
+    if kind in flip:
+        kind, var, bound = flip[kind], bound, var
+    c = const_int(bound) if bound is not None else None
+    loop = next((f for f in loops if isinstance(var, tirx.Var) and f.loop_var.same_as(var)), None)
+    if kind not in (tirx.LT, tirx.LE) or c is None or loop is None:
+        return 1.0
+    lo, ext = const_int(loop.min), const_int(loop.extent)
+    if lo is None or not ext:
+        return 1.0
+    kept = min(max(c + (kind is tirx.LE) - lo, 0), ext)
+    return kept / ext
 
 
 def _is_fma_update(store) -> bool:

@@ -83,7 +83,7 @@ from ..errors import UnsupportedLoopError
 from ..model import Machine
 from ..model.pipeline import PipelineAnnotation
 from ..model.throughput import copy_cost, issue_cycles, unit_label, uses_bulk_copies
-from .classify import LeafWork, classify, describe, leaf_work, plain_copy
+from .classify import LeafWork, classify, describe, leaf_work, plain_copy, predicate_fraction
 from .ir import (auto_copy_bytes, branches, children, const_int, dtype_bytes, eval_int, has_block, is_register,
                  is_shared, s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
 from .cp_async import CP_ASYNC_BYTES, GUARDED_COPY, bound_store, guarded_copy, vector_layout_reason
@@ -96,30 +96,6 @@ DEFAULT_QUANTUM = 16
 #: Unloaded DRAM access latency in cycles, order of magnitude from published
 #: microbenchmarks of A100/H100 (about 400-600 cycles); loaded latency is higher.
 DRAM_LATENCY_CYCLES = 500
-
-
-def predicate_fraction(pred, loops) -> float:
-    """The share of the instances of a block that its predicate (``T.where``) keeps: 1 unless ``pred`` is a
-    conjunction of bounds ``v < c`` / ``v <= c`` / ``c > v`` / ``c >= v`` (``v`` one of ``loops``' variables, a
-    constant range), each keeping its share of ``v``'s range (e.g. ``tx < 64`` over 128 threads: half the
-    threads run the block).  Anything else counts every instance (an upper bound of the work)."""
-    if pred is None or const_int(pred) == 1:
-        return 1.0
-    if isinstance(pred, tirx.And):
-        return predicate_fraction(pred.a, loops) * predicate_fraction(pred.b, loops)
-    flip = {tirx.GT: tirx.LT, tirx.GE: tirx.LE}
-    kind, var, bound = type(pred), getattr(pred, "a", None), getattr(pred, "b", None)
-    if kind in flip:
-        kind, var, bound = flip[kind], bound, var
-    c = const_int(bound) if bound is not None else None
-    loop = next((f for f in loops if isinstance(var, tirx.Var) and f.loop_var.same_as(var)), None)
-    if kind not in (tirx.LT, tirx.LE) or c is None or loop is None:
-        return 1.0
-    lo, ext = const_int(loop.min), const_int(loop.extent)
-    if lo is None or not ext:
-        return 1.0
-    kept = min(max(c + (kind is tirx.LE) - lo, 0), ext)
-    return kept / ext
 
 
 @dataclass(frozen=True)
@@ -270,9 +246,8 @@ class StatementAnalyzer:
                 if has_block(blk.body):
                     visit(blk.body, mult, loops)
                     return
-                lf = self.leaf(blk, mult * predicate_fraction(s.predicate, loops)
-                               * (outer if auto_copy_bytes(blk) is None else 1),  # shared out
-                               list(zip(blk.iter_vars, s.iter_values, strict=True)))
+                share = predicate_fraction(s.predicate, loops) * (outer if auto_copy_bytes(blk) is None else 1)
+                lf = self.leaf(blk, mult * share, list(zip(blk.iter_vars, s.iter_values, strict=True)))
                 if lf.plain_copy and auto_copy_bytes(blk) is None and lf.not_async is None:  # (LowerAutoCopy: its own)
                     lf.not_async = vector_layout_reason(bound_store(s), self.around + loops, self.aligns)
                 out.append(lf)
