@@ -1,0 +1,77 @@
+"""Every ``warp``-scope buffer of a kernel -> one thread's share in registers (TVM's LowerWarpMemory, repeated).
+
+The mma.sync intrinsics (``tvm.s_tir.tensor_intrin.cuda``, and ``kernels.attention_tc``'s own) keep their
+fragments in ``warp``-scope buffers indexed ``[lane, register]``.  TVM's LowerWarpMemory (in the device
+finalization passes) rewrites such a buffer of ``32 * R`` elements into ``R`` per-thread ``local`` elements
+(the lane index dropped from every access and from the pointer offsets of ldmatrix / mma / mma_fill /
+mma_store).  But TVM 0.27's rewriter, walking a sequence of statements, takes the first ``warp``
+allocation it meets, rewrites the statements after it as that buffer's scope and stops there: every later
+``warp`` allocation in that sequence (an allocation is a statement of the sequence since 0.27) is left as
+it was, a whole warp's buffer declared in every thread and indexed ``threadIdx.x * R + e``.  The
+tensor-core attention allocates six fragments in one sequence: only the first (``S_w``, 32 floats per
+thread) was lowered, ``O_w`` stayed ``float O_w_ptr[2048]`` per thread (32 x 64 fp32 at head dim 64), the
+ldmatrix / mma operands ``half Q_w_ptr[512]`` ...; indexed by the lane, nvcc cannot keep such an array in
+registers unless it proves the thread offset away, and in the warp-specialized kernel it did not: an 8 KB
+(head dim 64) or 16 KB (128) local-memory stack frame.
+
+``lower_all_warp_memory_pass`` (module pass) runs TVM's LowerWarpMemory until no ``warp`` allocation is
+left: each run lowers the first remaining one of each sequence, so there are at most as many runs as
+fragments; a kernel with none or one runs it once, as TVM's pipeline does.  The generated CUDA declares one
+thread's registers per fragment (``float O_w_ptr[64]``, ``half Q_w_ptr[16]``, ...) indexed by unrolled
+constants, which ptxas keeps in registers (``0 bytes stack frame``).  A run that lowers nothing while a
+``warp`` allocation remains raises ``WarpMemoryError`` (TVM could not lower it: its pass changed).
+
+``finalize_passes()`` is ``frontend.ir.stock_finalize_passes()`` with this pass ahead of TVM's device
+passes (whose own LowerWarpMemory then finds nothing to do): the (host, device) factories a TIR pipeline
+of the package returns (``tvm_twill_swp``, ``tvm_twill_ws``).
+"""
+from __future__ import annotations
+
+from ..errors import TwillError
+from ..frontend.ir import stock_finalize_passes, tirx, tvm, tvm_ffi
+
+__all__ = ["WarpMemoryError", "finalize_passes", "lower_all_warp_memory", "lower_all_warp_memory_pass",
+           "warp_allocations"]
+
+
+class WarpMemoryError(TwillError, RuntimeError):
+    """TVM's LowerWarpMemory left a ``warp``-scope buffer it could not lower (an internal error)."""
+
+
+def warp_allocations(mod) -> list[str]:
+    """Names of the ``warp``-scope buffers allocated in the PrimFuncs of ``mod``, in program order."""
+    names: list[str] = []
+    for _, func in mod.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            tvm_ffi.structural_walk(func.body, [(tirx.AllocBuffer, lambda a: names.append(str(a.buffer.name))
+                                                 if a.buffer.scope() == "warp" else None)])
+    return names
+
+
+def lower_all_warp_memory(mod):
+    """``mod`` through TVM's LowerWarpMemory until no ``warp`` allocation is left (at least once).
+
+    Raises WarpMemoryError when a run leaves as many as it found."""
+    left = warp_allocations(mod)
+    while True:
+        mod = tirx.transform.LowerWarpMemory()(mod)
+        now = warp_allocations(mod)
+        if not now:
+            return mod
+        if len(now) >= len(left):
+            raise WarpMemoryError(f"TVM's LowerWarpMemory left the warp buffers {now} as they were")
+        left = now
+
+
+@tvm.transform.module_pass(opt_level=0, name="TwillLowerAllWarpMemory")
+def lower_all_warp_memory_pass(mod, _ctx):
+    return lower_all_warp_memory(mod)
+
+
+def finalize_passes():
+    """(host, device) finalization factories: TVM's, with ``lower_all_warp_memory_pass`` first on the device."""
+    host, device = stock_finalize_passes()
+
+    def device_passes():
+        return tvm.ir.transform.Sequential([lower_all_warp_memory_pass, device()])
+    return host, device_passes
