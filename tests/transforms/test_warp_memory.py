@@ -3,7 +3,8 @@
 TVM 0.27's LowerWarpMemory lowers only the first ``warp`` allocation of a sequence of statements: a kernel
 with two fragments keeps the second as a whole warp's buffer in every thread (``float Y_ptr[128]`` for a
 32 x 4 fragment).  ``lower_all_warp_memory`` runs it until none is left, and the package's TIR pipelines
-(``tvm_twill_swp``, ``tvm_twill_ws``) run it ahead of TVM's device finalization: ``float Y_ptr[4]``.
+(``tvm_twill_swp``, ``tvm_twill_ws``) run it in place of TVM's pass: ``float Y_ptr[4]``.  A fragment whose
+lane TVM cannot see (its index let-bound, as TVM's CSE leaves one) is left whole, as TVM leaves it.
 """
 import re
 
@@ -67,6 +68,27 @@ def two_fragments_flat(A_ptr: T.handle("float32", "global"), B_ptr: T.handle("fl
                 B[tx * 4 + r] = X[tx * 4 + r] + Y[tx * 4 + r]
 
 
+@T.prim_func
+def second_lane_hidden(A_ptr: T.handle("float32", "global"), B_ptr: T.handle("float32", "global")):
+    """``two_fragments_flat`` with Y stored through a let-bound index (as TVM's CSE leaves one): TVM cannot
+    see its lane."""
+    T.func_attr({"target": T.target({"kind": "cuda", "arch": "sm_80", "thread_warp_size": 32}),
+                 "tirx.noalias": True})
+    B = T.decl_buffer((128,), data=B_ptr)
+    A = T.decl_buffer((128,), data=A_ptr)
+    with T.launch_thread("blockIdx.x", 1):
+        X = T.alloc_buffer((128,), scope="warp")
+        Y = T.alloc_buffer((128,), scope="warp")
+        with T.launch_thread("threadIdx.x", 32) as tx:
+            for r in range(4):
+                X[tx * 4 + r] = A[tx * 4 + r]
+            for r in range(4):
+                i: T.int32 = tx * 4 + r
+                Y[i] = X[tx * 4 + r] * T.float32(2)
+            for r in range(4):
+                B[tx * 4 + r] = X[tx * 4 + r] + Y[tx * 4 + r]
+
+
 def _local_shapes(mod) -> dict:
     """buffer name -> (scope, shape) of every allocation of ``mod``."""
     shapes = {}
@@ -98,7 +120,17 @@ def test_tvm_lowers_the_first_fragment_only_and_the_pass_lowers_both():
     assert len(indices) == 5 and set(indices) == {"r"}, indices
 
 
-def test_a_fragment_tvm_cannot_lower_is_an_error(monkeypatch):
+def test_a_fragment_whose_lane_tvm_cannot_see_is_left_whole_as_tvm_leaves_it():
+    mod = tvm.IRModule({"main": second_lane_hidden})
+    with pytest.raises(tvm.error.InternalError, match="LowerWarpMemory failed"):  # the second run alone
+        tirx.transform.LowerWarpMemory()(tirx.transform.LowerWarpMemory()(mod))
+    done = lower_all_warp_memory(mod)
+    assert warp_allocations(done) == ["Y"]
+    shapes = _local_shapes(done)
+    assert (shapes["X"], shapes["Y"]) == (("local", [4]), ("warp", [128]))
+
+
+def test_a_run_that_lowers_nothing_is_an_error(monkeypatch):
     @tvm.transform.module_pass(opt_level=0, name="Nothing")
     def nothing(mod, _ctx):
         return mod
