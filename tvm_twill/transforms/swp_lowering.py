@@ -49,9 +49,9 @@ barriers ahead of a wgmma, before MergeSharedMemoryAllocations
 (``proxy_fence``: cp.async writes shared memory through the generic proxy,
 and the fence must follow the wait).  Both are applied to wgmma functions only
 (``wgmma_only``), so every other kernel compiles as before.  Every other pass
-is TVM's own (``frontend.ir.stock_s_tir_passes``).  The device finalization runs TVM's LowerWarpMemory until
-every ``warp``-scope fragment is one thread's registers (``warp_memory.finalize_passes``: TVM's pass lowers
-only the first fragment of a sequence).
+is TVM's own (``frontend.ir.stock_s_tir_passes``).  TVM's LowerWarpMemory in the device finalization is
+repeated until every ``warp``-scope fragment TVM can lower is one thread's registers
+(``warp_memory.finalize_passes``: TVM's pass lowers only the first fragment of a sequence).
 """
 from __future__ import annotations
 

@@ -21,9 +21,9 @@ own facts) passes the model check, so a pass after the rewrite that breaks
 the protocol (a dropped arrive, a moved release) gets no kernel.  ``transforms.proxy_fence`` is spliced in
 before MergeSharedMemoryAllocations, once ThreadSync has placed the barriers
 and the async copies are lowered: ``fence.proxy.async`` where generic writes
-to shared memory feed wgmma.  The device finalization runs TVM's LowerWarpMemory until every ``warp``-scope
-fragment is one thread's registers (``warp_memory.finalize_passes``: TVM's pass lowers only the first
-fragment of a sequence).
+to shared memory feed wgmma.  TVM's LowerWarpMemory in the device finalization is
+repeated until every ``warp``-scope fragment TVM can lower is one thread's registers
+(``warp_memory.finalize_passes``: TVM's pass lowers only the first fragment of a sequence).
 """
 from __future__ import annotations
 
