@@ -194,9 +194,8 @@ def prediction():
     for what, tflops in PUBLISHED:
         print(f"published: {what}: {tflops} TFLOPS")
     print("(plan.prediction() is the throughput model's figure for the schedule, not a measurement: no GPU ran "
-          "this kernel.  It prices each statement's unit time; it does not price what TVM's lowering adds here, "
-          "e.g. the ldmatrix fragments TVM keeps in local memory (ptxas's stack frame), so read it as a ceiling "
-          "next to the measured FA2 / FA3 figures above)")
+          "this kernel.  It prices each statement's unit time, not the instructions TVM's lowering adds around "
+          "them, so read it as a ceiling next to the measured FA2 / FA3 figures above)")
 
 
 def structures():

@@ -5,7 +5,8 @@ asynchronous stage than the two GEMMs), ``tvm_twill.build`` compiles the plan wi
 pipeline under ``TC_PASS_CONFIG``, and ``tvm_twill.emulator.run`` executes the PTX nvcc writes for it:
 
 * for sm_80 and sm_90a (mma.sync runs on both), head dim 64 and 128, causal and not: cp.async, its commit
-  and the pipeline's waits are in the CUDA, ptxas reports no spills, and the kernel matches a float32 numpy
+  and the pipeline's waits are in the CUDA, every mma fragment is one thread's share (``O_w_ptr[head_dim]``,
+  ``transforms.warp_memory``), ptxas reports no stack frame and no spills, and the kernel matches a float32 numpy
   reference for KV lengths giving 0, 1, 2 and the plan's stage count of KV tiles and a ragged length past
   it (the guarded prologue and epilogue, and the steady-state loop), two CTAs, two interleavings, no findings;
 * the pipelined loop's body is the plan: its statements in the plan's order, each on iteration
@@ -79,6 +80,11 @@ def _emulate(arch, d, causal, n, source=None, seed=0):
     return report, err
 
 
+def _fragments(src) -> dict:
+    """fragment -> elements each thread declares for it in the CUDA (``float O_w_ptr[64];`` -> O: 64)."""
+    return {name: int(n) for name, n in re.findall(r"\b(\w)_w_ptr\[(\d+)\];", src)}
+
+
 @pytest.mark.parametrize("arch,d,causal", CASES, ids=[f"{a}-d{d}{'-causal' if c else ''}" for a, d, c in CASES])
 def test_planned_tensor_core_attention_compiles_and_matches_numpy(arch, d, causal):
     _, _, plan, _, src = _planned(arch, d, causal)
@@ -88,8 +94,11 @@ def test_planned_tensor_core_attention_compiles_and_matches_numpy(arch, d, causa
     assert re.search(r"cp\.async\.cg\.shared\.global", src) and "cp.async.commit_group" in src
     assert re.search(r"cp\.async\.wait_group [1-9]", src) and "cp.async.wait_group 0" in src
     assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix.sync.aligned" in src
+    # every fragment one thread's registers (transforms.warp_memory): no stack frame, no spills
+    assert _fragments(src) == {"S": BN, "O": d, "Q": 16, "K": BN // 2, "P": 16, "V": d // 2}
     spills = [ln for ln in ptxas_report(src, arch) if "spill" in ln]
-    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills), spills
+    assert spills and all("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in ln
+                          for ln in spills), spills
     for what, n in _lengths(plan).items():
         report, err = _emulate(arch, d, causal, n, seed=n)
         assert report.ok and not report.findings, f"{what} (n={n}): {report}"

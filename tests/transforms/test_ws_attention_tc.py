@@ -6,7 +6,8 @@ the loop body's shared scratch tiles written by compute (S, P, the correction) s
 (``ws_roles.split_roles`` made every shared write a producer copy), and the barriers TVM's ThreadSync places
 between the consumer threads' exchanges through them become named barriers of the consumer threads
 (``role_barriers``), which the compiled-protocol reader tells apart from ordered groups' turns.
-Checked: the CUDA has the rings, ldmatrix / mma.sync and the named barriers, ptxas reports no spills, and
+Checked: the CUDA has the rings, ldmatrix / mma.sync and the named barriers, every mma fragment is one
+thread's registers (``transforms.warp_memory``) and ptxas reports no stack frame and no spills, and
 the emulator matches numpy (fp32 softmax) on two CTAs over two interleavings with no findings, n = 0 and a
 ragged KV length; without a consumer's full-barrier wait or its release, the emulator has a finding.
 """
@@ -52,8 +53,6 @@ def _emulate(s, f, arch, n, source=None):
 
 
 def _check(s, plan, src, arch):
-    from tvm_twill.transforms.sass import ptxas_report
-
     ws = plan.warp_specialization
     assert plan.applied and ws.chosen and ws.protocol is not None and ws.protocol.ok
     assert ws.facts.copy == "cp.async" and ws.facts.producer_statements == 2        # K and V
@@ -63,9 +62,22 @@ def _check(s, plan, src, arch):
     # the consumers' exchanges through shared memory: a named barrier of the consumer threads, and the
     # one __syncthreads is the one after the mbarrier init
     assert f"bar_sync_count_sync((uint)15, (uint){s.block_m})" in src and src.count("__syncthreads()") == 1
+    _no_stack_frame(s, src, arch)
+
+
+def _no_stack_frame(s, src, arch):
+    """Every mma fragment is one thread's share in the CUDA (``transforms.warp_memory``; TVM's LowerWarpMemory
+    alone left all but the first a whole warp's buffer: an 8 KB stack frame at head dim 64) and ptxas reports
+    no stack frame and no spills."""
+    from tvm_twill.transforms.sass import ptxas_report
+
+    fragments = {name: int(n) for name, n in re.findall(r"\b(\w)_w_ptr\[(\d+)\];", src)}
+    d, bn = s.head_dim, s.block_n
+    assert fragments == {"S": bn, "O": d, "Q": 16, "K": bn // 2, "P": 16, "V": d // 2}, fragments
     lines = ptxas_report(src, arch)
     spills = [ln for ln in lines if "spill" in ln]
-    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills), lines
+    assert spills and all("0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in ln
+                          for ln in spills), lines
 
 
 @pytest.mark.parametrize("n", [0, 3 * BN + 5])
@@ -144,6 +156,7 @@ def test_two_ordered_groups_take_turns_per_gemm_and_keep_their_shared_scratch_on
     body = src[src.index("for (int ws_k"):]
     first, second = body.index(turn), body.index(turn, body.index(turn) + 1)
     assert body.index("mma.sync", first) < body.index(PASS, first) < body.index(GROUP_BAR, first) < second
+    _no_stack_frame(s, src, "sm_80")
     for n in (0, 3 * BN + 5):
         rep, err = _emulate(s, f, "sm_80", n)
         assert rep.findings == [] and rep.ok, str(rep)
@@ -172,12 +185,9 @@ def test_scratch_shared_between_groups_is_not_private():
 
 @pytest.mark.slow
 def test_two_ordered_groups_on_sm90a():
-    from tvm_twill.transforms.sass import ptxas_report
-
     s, facts, report, f, src = _two_groups("sm_90a", 64)
     assert facts.order == (0, 1) and report.ok and GROUP_BAR in src
-    spills = [ln for ln in ptxas_report(src, "sm_90a") if "spill" in ln]
-    assert spills and all("0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills)
+    _no_stack_frame(s, src, "sm_90a")
     for n in (0, 3 * BN + 5):
         rep, err = _emulate(s, f, "sm_90a", n)
         assert rep.findings == [] and rep.ok, str(rep)

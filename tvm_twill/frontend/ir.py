@@ -21,7 +21,7 @@ __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_S
            "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
            "meta_schedule_verify_gpu_code", "prim_functions", "relax_frontend", "s_tir", "scope_of",
-           "splice_passes", "stock_finalize_passes", "stock_s_tir_passes", "substitute", "thread_extents",
+           "splice_passes", "stock_device_passes", "stock_finalize_passes", "stock_s_tir_passes", "substitute", "thread_extents",
            "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_all", "walk_stmts"]
 
 #: Block annotation of a global->shared copy that TVM's ManifestSharedMemoryLocalStage pass
@@ -288,6 +288,21 @@ def stock_s_tir_passes() -> list:
         try:
             stock, _, _ = pipeline.default_s_tir_pipeline()
             stock(tvm.IRModule({}))
+            return list(_CaptureSequential.captured)
+        finally:
+            tvm.ir.transform.Sequential = real
+            _CaptureSequential.captured = []
+
+
+def stock_device_passes() -> list:
+    """The passes of TVM's default device finalization (``stock_finalize_passes()[1]``), in its order: its
+    ``Sequential`` is built with the recorder in place, as ``stock_s_tir_passes`` reads the s_tir list."""
+    from tvm.s_tir import pipeline
+    with _STOCK_LOCK:
+        real = tvm.ir.transform.Sequential
+        tvm.ir.transform.Sequential = _CaptureSequential
+        try:
+            pipeline.finalize_device_passes()
             return list(_CaptureSequential.captured)
         finally:
             tvm.ir.transform.Sequential = real

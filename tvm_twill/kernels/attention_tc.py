@@ -37,7 +37,9 @@ compiles too (``tvm_twill.build(sch.mod, arch, plan)``, sm_80 and sm_90a): the p
 loops of 0 or 1 trips, so the barriers ThreadSync places there are not under an ``if``
 (``transforms.swp_lowering.uniform_guard_loops``).  So does the warp-specialized kernel
 (``auto_pipeline(..., warp_specialize=True)`` under ``TC_PASS_CONFIG``: a producer warp on mbarrier rings, the
-mma warps as consumers, their exchanges through the shared tiles ordered by named barriers).
+mma warps as consumers, their exchanges through the shared tiles ordered by named barriers).  Both
+pipelines make every mma fragment one thread's registers (``transforms.warp_memory``: ``O_w`` is ``head_dim``
+floats per thread, ``Q_w`` 16 halves, ...; TVM's own pass lowers only the first): ptxas reports no stack frame.
 ``fa_forward_tc(shape, tensorize=False)`` returns the loops before tensorization (what ``tensorize`` rewrites;
 the fragments are ``warp``-scope buffers in logical layout).
 """

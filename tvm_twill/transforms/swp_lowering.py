@@ -49,17 +49,19 @@ barriers ahead of a wgmma, before MergeSharedMemoryAllocations
 (``proxy_fence``: cp.async writes shared memory through the generic proxy,
 and the fence must follow the wait).  Both are applied to wgmma functions only
 (``wgmma_only``), so every other kernel compiles as before.  Every other pass
-is TVM's own (``frontend.ir.stock_s_tir_passes``).
+is TVM's own (``frontend.ir.stock_s_tir_passes``).  TVM's LowerWarpMemory in the device finalization is
+repeated until every ``warp``-scope fragment TVM can lower is one thread's registers
+(``warp_memory.finalize_passes``: TVM's pass lowers only the first fragment of a sequence).
 """
 from __future__ import annotations
 
-from ..frontend.ir import (T, splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx,
-                           tvm, tvm_ffi)
+from ..frontend.ir import T, splice_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm, tvm_ffi
 from ..frontend.uniform import uniformity, varying_vars
 from .fragments import shrink_thread_fragments
 from .let_hoist import hoist_invariant_lets_pass
 from .proxy_fence import add_proxy_fences
 from .wait_counts import with_wait_guard
+from .warp_memory import finalize_passes
 from .wgmma_overlap import has_wgmma
 
 __all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "guard_skip_barriers",
@@ -215,7 +217,7 @@ def _swp_pipeline():
         passes = with_wait_guard(passes)
         return tvm.ir.transform.Sequential(passes)(mod)
 
-    host, device = stock_finalize_passes()
+    host, device = finalize_passes()
     return _pipeline, host, device
 
 

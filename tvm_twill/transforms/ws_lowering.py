@@ -21,13 +21,14 @@ own facts) passes the model check, so a pass after the rewrite that breaks
 the protocol (a dropped arrive, a moved release) gets no kernel.  ``transforms.proxy_fence`` is spliced in
 before MergeSharedMemoryAllocations, once ThreadSync has placed the barriers
 and the async copies are lowered: ``fence.proxy.async`` where generic writes
-to shared memory feed wgmma.
+to shared memory feed wgmma.  TVM's LowerWarpMemory in the device finalization is
+repeated until every ``warp``-scope fragment TVM can lower is one thread's registers
+(``warp_memory.finalize_passes``: TVM's pass lowers only the first fragment of a sequence).
 """
 from __future__ import annotations
 
 from ..errors import InputError, UnsupportedLoopError
-from ..frontend.ir import (splice_passes, stock_finalize_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm,
-                           walk_stmts)
+from ..frontend.ir import splice_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm, walk_stmts
 from ..frontend.target import parse_target
 from ..model.pipeline import WS_DEPTH
 from ..model.protocol import check_ring
@@ -37,6 +38,7 @@ from .proxy_fence import proxy_fence_pass
 from .role_barriers import consumer_barriers_pass
 from .ws_compiled import check_compiled, verify_compiled_protocol
 from .wait_counts import with_wait_guard
+from .warp_memory import finalize_passes
 
 __all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches",
            "warp_specialize_pass", "ws_passes"]
@@ -132,7 +134,7 @@ def _ws_pipeline():
     def _pipeline(mod, _ctx):
         return tvm.ir.transform.Sequential(ws_passes())(mod)
 
-    host, device = stock_finalize_passes()
+    host, device = finalize_passes()
     return _pipeline, host, device
 
 
