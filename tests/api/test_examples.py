@@ -13,6 +13,7 @@ from tvm_twill import report
 from tvm_twill.data import example_names, load_example
 from tvm_twill.model import check, rec_mii, res_mii
 from tvm_twill.solvers import prepare, solve
+from steady_state import busy
 
 EXAMPLES = ["fa_bwd_hopper", "fa_bwd_raw", "fa_fwd_blackwell", "fa_fwd_blackwell_fa4", "fa_fwd_blackwell_raw",
             "fa_fwd_fig1",
@@ -29,16 +30,6 @@ def solved(name):
     schedule = solve(graph, time_limit=TIME_LIMIT)
     prep = prepare(graph)
     return schedule, prep.graph, prep.machine
-
-
-def busy(schedule, graph, unit):
-    """slot -> ops occupying ``unit`` there in the steady state."""
-    out = {r: [] for r in range(schedule.ii)}
-    for op in graph.ops:
-        for j, row in enumerate(op.reservation()):
-            if any(u == unit for u, _ in row):
-                out[(schedule.ops[op.name].time + j) % schedule.ii].append(op.name)
-    return out
 
 
 def warp_of(schedule, *names):

@@ -33,20 +33,11 @@ from tvm_twill.kernels import KV_LOOP, AttentionShape, fa_forward  # noqa: E402
 from tvm_twill.model import check  # noqa: E402
 from tvm_twill.model.groups import in_program_order, place_groups, split_consumers, turn_sections, with_turns  # noqa: E402,E501
 from tvm_twill.solvers import prepare, solve  # noqa: E402
-
-
-def busy(schedule, graph, unit):
-    """slot -> the ops occupying ``unit`` in that slot of the steady state."""
-    out = {r: [] for r in range(schedule.ii)}
-    for op in graph.ops:
-        for j, row in enumerate(op.reservation()):
-            if any(u == unit for u, _ in row):
-                out[(schedule.ops[op.name].time + j) % schedule.ii].append(op.name)
-    return out
+from steady_state import busy, busy_fraction  # noqa: E402
 
 
 def tc_fraction(schedule, graph) -> float:
-    return sum(1 for ops in busy(schedule, graph, "TC").values() if ops) / schedule.ii
+    return busy_fraction(schedule, graph, "TC")
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ import tvm_twill  # noqa: E402
 from tvm_twill import emulator  # noqa: E402
 from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward_wgmma  # noqa: E402
 from tvm_twill.kernels.attention_wgmma import WGMMA_PASS_CONFIG  # noqa: E402
+from steady_state import busy, busy_fraction  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (the emulator runs PTX)")
 ARCH = "sm_90a"
@@ -58,16 +59,6 @@ def _emulate(s, f, n, source=None):
     return report, float(np.abs(o.astype(np.float32) - want).max())
 
 
-def _busy(schedule, graph, unit):
-    """slot -> the ops occupying ``unit`` there in the steady state."""
-    out = {r: [] for r in range(schedule.ii)}
-    for op in graph.ops:
-        for j, row in enumerate(op.reservation()):
-            if any(u == unit for u, _ in row):
-                out[(schedule.ops[op.name].time + j) % schedule.ii].append(op.name)
-    return out
-
-
 def test_the_plan_has_two_consumer_warp_groups_taking_a_turn_per_gemm():
     s, plan, _, _ = _ws()
     ws = plan.warp_specialization
@@ -91,14 +82,13 @@ def test_the_exponentials_of_one_group_run_under_the_other_groups_gemms():
     sched, graph = ws.schedule, ws.solved_graph
     roles = {g: {sched.ops[n].warp for n in graph.names if n.endswith(f"@{g}")} for g in (0, 1)}
     assert all(len(r) == 1 for r in roles.values()) and roles[0] != roles[1]
-    tc, sfu = _busy(sched, graph, "TC"), _busy(sched, graph, "SFU")
+    tc, sfu = busy(sched, graph, "TC"), busy(sched, graph, "SFU")
     for g, other in ((0, 1), (1, 0)):
         exps = [r for r, ops in sfu.items() if f"P@{g}" in ops]
         assert any(tc[r] and all(n.endswith(f"@{other}") for n in tc[r]) for r in exps), (g, exps)
         assert not any(n.endswith(f"@{g}") for r in exps for n in tc[r]), (g, exps)
     one = ws.one_group
-    ours = sum(1 for v in tc.values() if v) / sched.ii
-    alone = sum(1 for v in _busy(one.schedule, one.solved_graph, "TC").values() if v) / one.schedule.ii
+    ours, alone = busy_fraction(sched, graph), busy_fraction(one.schedule, one.solved_graph)
     print(f"tensor core busy in the steady state: {ours:.2f} with two groups (ii {ws.ii_ws_cycles} cycles), "
           f"{alone:.2f} with one (ii {one.ii_ws_cycles} cycles)")
     assert alone < ours < 1.0
