@@ -105,8 +105,8 @@ def main(argv=None) -> int:
                 "Model figures, not measurements.  'compiled': the schedules the kernel runs; 'in-group overlap'"
                 " and 'free': the same split graph with the program order inside each group (and then the "
                 "turns) dropped, which the kernel does not compile to.  'proven optimal' depends on the time "
-                "limit and the machine's load (the planner gives the two-group solve at most 10 s); the ii "
-                "found does not.\n\n")
+                "limit and the machine's load (the planner gives the two-group solve at most 10 s), and so may "
+                "an ii that is not proven.\n\n")
         (out / "fa3_gap.md").write_text(head + text + "\n")
         print(f"wrote {out / 'fa3_gap.md'}")
     return 0
