@@ -256,7 +256,8 @@ def fa3_on_the_kernel():
               f"(ii {ws.ii_ws_cycles} cycles), {tc_busy(ws.one_group):.0%} with one (ii "
               f"{ws.one_group.ii_ws_cycles} cycles); the paper's FA3 schedule (section 8) also pipelines each "
               "group's own softmax under its next GEMM and keeps the scores in registers, which this kernel "
-              "does not")
+              "does not (bench/fa3_gap.py solves this graph with those freedoms given back: the tensor core's "
+              "share they would reach on the model)")
     rows = [r.strip() for r in f.mod.imports[0].inspect_source().splitlines()]
     for what in ("bar_sync_count_sync(((uint)((ws_warp >> 2) + 1))", "bar_arrive_arrive(((uint)"):
         print(next((r for r in rows if what in r), f"(no line with {what!r})"))
