@@ -93,7 +93,13 @@ def main(argv=None) -> int:
     ap.add_argument("--save", action="store_true", help="write bench/results/fa3_gap.md")
     ap.add_argument("--out", type=Path, help="write fa3_gap.md into this folder instead")
     args = ap.parse_args(argv)
-    rows = [r for d in args.head_dims for r in rows_for(d, args.block_n, args.time_limit)]
+    from tvm_twill.errors import TwillError
+
+    try:
+        rows = [r for d in args.head_dims for r in rows_for(d, args.block_n, args.time_limit)]
+    except TwillError as e:
+        print(f"fa3_gap: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
     text = table(rows)
     print(text)
     out = args.out or (ROOT / "bench" / "results" if args.save else None)

@@ -40,3 +40,9 @@ def test_fa3_gap_orders_the_schedules_and_records_only_where_asked(tmp_path, mon
     assert bench.main(["--head-dims", "128", "--out", str(tmp_path)]) == 0
     md = (tmp_path / "fa3_gap.md").read_text()
     assert "Command: `python bench/fa3_gap.py --head-dims 128 --out" in md and text in md
+
+
+def test_a_tile_the_kernel_cannot_take_is_one_line_and_exit_2(capsys):
+    assert _bench().main(["--head-dims", "64", "--block-n", "7"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("fa3_gap: AttentionShape:") and "change block_n" in err
