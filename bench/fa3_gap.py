@@ -2,7 +2,8 @@
 
 The warp-specialized plan of ``tvm_twill.kernels.fa_forward_wgmma`` (block_m 128: two consumer warp groups)
 is solved as the kernel runs it (``model.groups``): each group's statements in program order, and the two
-groups taking a turn per GEMM on the tensor core.  FA3's schedule (the Twill paper's, section 8) has two more
+groups taking turns on the tensor core, one turn per iteration (a group's O GEMM of iteration k and its S GEMM
+of k + 1, as FA3 groups them).  FA3's schedule (the Twill paper's, section 8) has two more
 freedoms: each group pipelines its own softmax under its next GEMM (intra-warpgroup pipelining), and the
 groups' GEMMs are not bound to alternate.  This script solves the same split graph, on the same machine,
 with those freedoms given back one at a time, and prints the ii and the tensor core's busy share in the

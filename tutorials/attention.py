@@ -29,8 +29,9 @@ Needs TVM and nvcc (the emulator runs the PTX nvcc writes); matplotlib for the p
 9. FA3's structure on the kernel's own plan: ``tvm_twill.kernels.fa_forward_wgmma`` (both GEMMs on Hopper
    wgmma, two consumer warp groups of 64 rows) warp-specialized on sm_90a.  The plan is solved as the
    kernel runs (each group's statements in program order), and finds the ping-pong by itself: two groups
-   taking a turn per GEMM on the tensor core beat one, part of each group's exponentials runs under the
-   other group's GEMMs; the tensor core's busy fraction is printed for one group and for two.  The kernel is
+   taking turns on the tensor core beat one (one turn per iteration, a group's O GEMM of iteration k and its
+   S GEMM of k + 1, as FA3 groups them), part of each group's exponentials runs under the other group's
+   GEMMs; the tensor core's busy fraction is printed for one group and for two.  The kernel is
    compiled (the turns are named barriers in the CUDA) and emulated against numpy.
 """
 from __future__ import annotations
@@ -255,9 +256,8 @@ def fa3_on_the_kernel():
         print(f"tensor core busy in the steady state: {tc_busy(ws):.0%} with two consumer warp groups "
               f"(ii {ws.ii_ws_cycles} cycles), {tc_busy(ws.one_group):.0%} with one (ii "
               f"{ws.one_group.ii_ws_cycles} cycles); the paper's FA3 schedule (section 8) also pipelines each "
-              "group's own softmax under its next GEMM and keeps the scores in registers, which this kernel "
-              "does not (bench/fa3_gap.py solves this graph with those freedoms given back: the tensor core's "
-              "share they would reach on the model)")
+              "group's own softmax under its next GEMM, which this kernel does not (bench/fa3_gap.py solves "
+              "this graph with that freedom given back: the tensor core's share it would reach on the model)")
     rows = [r.strip() for r in f.mod.imports[0].inspect_source().splitlines()]
     for what in ("bar_sync_count_sync(((uint)((ws_warp >> 2) + 1))", "bar_arrive_arrive(((uint)"):
         print(next((r for r in rows if what in r), f"(no line with {what!r})"))

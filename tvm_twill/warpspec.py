@@ -33,7 +33,7 @@ from .frontend.costs import CP_ASYNC_BYTES
 from .frontend.ir import thread_extents
 from .model.arch import parse_arch
 from .model import Schedule, check, register_peaks
-from .model.groups import in_program_order, place_groups, split_consumers, turn_sections, with_turns
+from .model.groups import in_program_order, place_groups, rotate_turns, split_consumers, with_turns
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
 from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
 from .roofline import compare_variants, variant_throughput
@@ -229,7 +229,7 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
     if warps % g or (_has_wgmma(func) and (warps // g) % 4):
         whole = " of whole warp groups (wgmma)" if _has_wgmma(func) else ""
         return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}", ()
-    sections = turn_sections(graph, names)
+    graph, sections = rotate_turns(graph, names)
     if not sections:
         return None, None, (f"one group: no consumer statement uses the tensor core, so {g} groups would have "
                             "nothing to take turns on"), ()
@@ -256,10 +256,19 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
             sections
     order = tuple(range(g))
     turns = "; ".join(", ".join(sec) for sec in sections)
+    if _wraps(sections, names, graph):
+        turns += f" (spanning the back edge: from {sections[0][0]} of iteration k to {sections[0][-1]} of k + 1)"
     return order, (placed, split, on), (
         f"{g} groups of {warps // g} warps taking turns on the tensor core ({len(sections)} turn(s) per "
         f"iteration: {turns}; the rest of each group's work runs under the other group's turns): ii {ii} "
         f"cycles{proof} vs {one_ii * q} with one group"), sections
+
+
+def _wraps(sections, names, graph) -> bool:
+    """Does the first turn span the loop's back edge (``model.groups.rotate_turns``)?  It then starts with
+    the body's last consumer statement and holds its first."""
+    cons = [op.name for op in graph.ops if op.name not in names]
+    return bool(sections) and len(sections[0]) > 1 and sections[0][0] == cons[-1] and cons[0] in sections[0]
 
 
 def _ring_fit(copies, depth: int, machine, others=()) -> tuple[int, int, str]:

@@ -216,3 +216,53 @@ def test_placing_groups_apart_is_checked_where_hand_offs_cost():
     placed = place_groups(two, split, PRODUCERS, 2)
     bad = check(placed, prep.graph, prep.machine)
     assert bad and all(v.rule == 1 and "spill" in v.message for v in bad)
+
+
+# ---------------------------------------------------------------------------- the turn across the back edge
+from tvm_twill.model.groups import retime, rotate_turns  # noqa: E402
+
+
+def test_retime_counts_ops_one_iteration_later():
+    g = in_program_order(_fa_loop(), PRODUCERS)        # chain S -> P -> O, O -> S (distance 1)
+    r = retime(g, {"O"})
+    old = {(e.src, e.dst, e.kind): e.distance for e in g.edges}
+    new = {(e.src, e.dst, e.kind): e.distance for e in r.edges}
+    assert new[("P", "O", "data")] == old[("P", "O", "data")] + 1 == 1       # into O: one more
+    assert new[("load_V", "O", "data")] == 1
+    assert new[("O", "S", "order")] == old[("O", "S", "order")] - 1 == 0      # out of O: one less
+    assert new[("O", "O", "data")] == old[("O", "O", "data")] == 1           # O to O: the same
+    assert {k: v for k, v in new.items() if "O" not in k[:2]} == {k: v for k, v in old.items() if "O" not in k[:2]}
+    with pytest.raises(InputError, match="distance 0 out of them"):
+        retime(g, {"S"})                                # S -> P has distance 0: S cannot go later alone
+    with pytest.raises(InputError, match="not in graph"):
+        retime(g, {"nope"})
+
+
+def test_rotate_turns_merges_the_last_run_with_the_first():
+    g = in_program_order(_fa_loop(), PRODUCERS)
+    r, sections = rotate_turns(g, PRODUCERS)
+    assert sections == (("O", "S"),) and r.edges == retime(g, {"O"}).edges
+    # a body that does not end with a tensor-core run keeps its turns
+    ops = (Op("c", 1, "TMA"), Op("a", 2, "TC"), Op("x", 1, "SFU"), Op("y", 3, "TC"), Op("z", 1, "ALU"))
+    h = in_program_order(Graph("runs", ops, (), machine="h100", normalize=False), {"c"})
+    assert rotate_turns(h, {"c"}) == (h, (("a",), ("y",)))
+    one = in_program_order(Graph("one", ops[:2], (), machine="h100", normalize=False), {"c"})
+    assert rotate_turns(one, {"c"}) == (one, (("a",),))
+
+
+def test_the_turn_across_the_back_edge_is_fa3s_ping_pong_and_not_slower():
+    """Two groups, one turn per iteration (O of iteration k, S of k + 1): the solved schedule keeps each
+    group's program order in the rotated body, the turns alternate with no other group's GEMM inside one,
+    and its ii is no larger than with a turn per GEMM."""
+    loop = in_program_order(_free_hand_offs(_fa_loop()), PRODUCERS)
+    per_gemm, _ = _solve(with_turns(split_consumers(loop, PRODUCERS, 2), (("S",), ("O",)), 2), 3)
+    rotated, sections = rotate_turns(loop, PRODUCERS)
+    split = with_turns(split_consumers(rotated, PRODUCERS, 2), sections, 2)
+    two, prep = _solve(split, 3)
+    assert two.optimal and two.ii <= per_gemm.ii
+    for g in (0, 1):   # the rotated body O, S, P in order, one iteration after the other
+        assert _runs_in_order(two, split, [f"O@{g}", f"S@{g}", f"P@{g}"])
+    t = {n: two.ops[n].time for n in two.ops}
+    c = {n: split.op(n).cycles for n in split.names}
+    # turns in the order group 0, group 1, group 0 (next iteration): each starts after the other's ends
+    assert t["O@1"] >= t["S@0"] + c["S@0"] and t["O@0"] + two.ii >= t["S@1"] + c["S@1"]

@@ -350,3 +350,48 @@ def test_a_release_before_the_last_section_is_caught():
 def test_bad_sections_are_refused(kw, match):
     with pytest.raises(InputError, match=match):
         RingProtocol(**{"depth": 2, "consumers": 4, **kw})
+
+
+# ---------------------------------------------------------------------------- a turn across the back edge
+# The last section of iteration i and the first of i + 1 are one turn (FA3's ping-pong of O_i and S_{i+1})
+@pytest.mark.parametrize("sections", [2, 3])
+@pytest.mark.parametrize("depth,consumers,order", [(2, 2, (0, 1)), (2, 2, (1, 0)), (3, 4, (0, 1)),
+                                                   (2, 3, (2, 0, 1)), (3, 8, (0, 1))])
+def test_a_wrapped_turn_has_no_violation(depth, consumers, order, sections):
+    for n in (1, 2, depth + 2):
+        report = check_ring(RingProtocol(depth, consumers, order=order, sections=sections, wrap=True), n)
+        assert report.ok, (n, report.violations)
+
+
+@pytest.mark.parametrize("consumers,order", [(2, (0, 1)), (3, (1, 2, 0))])
+def test_a_wrapped_turn_with_one_slot_deadlocks(consumers, order):
+    """The turn holds the token across the ring's release and the wait on the next slot: with one slot the
+    group holding it waits for a tile the producer can only load once the next group has read the last."""
+    report = check_ring(RingProtocol(1, consumers, order=order, sections=2, wrap=True), 3)
+    assert [v.kind for v in report.violations] == ["deadlock"]
+    assert check_ring(RingProtocol(1, consumers, order=order, sections=2), 3).ok   # a turn per section does not
+
+
+@pytest.mark.parametrize("bug", sorted(ORDER_BUGS))
+@pytest.mark.parametrize("depth,consumers,order", [(2, 2, (0, 1)), (2, 4, (1, 0)), (2, 3, (2, 0, 1))])
+def test_seeded_order_bug_with_a_wrapped_turn_is_caught(bug, depth, consumers, order):
+    fields, kind = ORDER_BUGS[bug]
+    report = check_ring(RingProtocol(depth, consumers, order=order, sections=2, wrap=True, **fields))
+    assert not report.ok and report.violations[0].kind == kind, report.violations[:1]
+
+
+def test_a_wrapped_turn_counts_fewer_turns():
+    """One generation of each named barrier per iteration instead of two: fewer states than a turn per
+    section, and the release inside the turn still follows the last read."""
+    wrapped = check_ring(RingProtocol(3, 4, order=(0, 1), sections=2, wrap=True))
+    apart = check_ring(RingProtocol(3, 4, order=(0, 1), sections=2))
+    assert wrapped.ok and apart.ok and wrapped.states < apart.states
+    early = check_ring(RingProtocol(2, 2, order=(0, 1), sections=2, wrap=True, release_after_read=False))
+    assert not early.ok and early.violations[0].kind == "overwrite"
+
+
+@pytest.mark.parametrize("kw", [dict(wrap=True), dict(wrap=1, sections=2, order=(0, 1)),
+                                dict(wrap=True, sections=1, order=(0, 1))])
+def test_bad_wrap_is_refused(kw):
+    with pytest.raises(InputError, match="ring wrap must be a bool"):
+        RingProtocol(**{"depth": 2, "consumers": 4, **kw})

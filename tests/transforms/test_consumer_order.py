@@ -144,10 +144,12 @@ def test_the_planner_orders_groups_where_the_joint_schedule_does(mma_gemm):
     one = solve(g, replace(get_machine("h100"), warp_groups=2), options=SolveOptions(time_limit=60))
     order, grouped, note, sections = warpspec.order_consumer_groups(
         func, g, producers, get_machine("h100"), SolveOptions(time_limit=60), solve, one.ii, 1)
-    assert order == (0, 1) and grouped[0].ii < one.ii and sections == (("S",), ("O",))
-    assert note == (f"2 groups of 2 warps taking turns on the tensor core (2 turn(s) per iteration: S; O; the "
-                    f"rest of each group's work runs under the other group's turns): ii {grouped[0].ii} cycles vs "
-                    f"{one.ii} with one group")
+    # the body starts with S and ends with O: one turn per iteration, O of iteration k then S of k + 1 (FA3)
+    assert order == (0, 1) and grouped[0].ii < one.ii and sections == (("O", "S"),)
+    assert note == (f"2 groups of 2 warps taking turns on the tensor core (1 turn(s) per iteration: O, S "
+                    f"(spanning the back edge: from O of iteration k to S of k + 1); the rest of each group's "
+                    f"work runs under the other group's turns): ii {grouped[0].ii} cycles vs {one.ii} with one "
+                    "group")
     # each group on a role of its own, none the producer's
     roles = {gr: {grouped[0].ops[f"{n}@{gr}"].warp for n in "SPO"} for gr in (0, 1)}
     assert all(len(r) == 1 for r in roles.values()) and roles[0] != roles[1]

@@ -125,15 +125,16 @@ def test_ws_tc_attention_without_a_wait_or_arrive_has_a_finding(fault):
 @functools.cache
 def _two_groups(arch: str = "sm_80", d: int = 64):
     """block_m 128 (four mma warps) warp-specialized: the planner splits the consumers into two ordered groups
-    of two warps taking turns on the tensor core (FA3's ping-pong): one turn per GEMM, the softmax between the
-    turns, so one group's softmax runs under the other's mma.sync."""
+    of two warps taking turns on the tensor core (FA3's ping-pong): one turn per iteration, the O GEMM of
+    iteration k then the S GEMM of k + 1 (the body starts and ends with a GEMM), the softmax outside the turns,
+    so one group's softmax runs under the other's mma.sync."""
     s = AttentionShape(head_dim=d, causal=True, heads=1, q_len=256, block_m=128, block_n=BN)
     sch = tvm.s_tir.Schedule(fa_forward_tc(s))
     with tvm.transform.PassContext(config=TC_PASS_CONFIG):
         plan = auto_pipeline(sch, KV_LOOP, arch, warp_specialize=True, time_limit=60, quiet=True)
         f = tvm_twill.build(sch, arch, plan)
     ws = plan.warp_specialization
-    assert ws.consumer_order == (0, 1) and ws.turn_sections == (("kt",), ("kt#2",)), ws.groups_note
+    assert ws.consumer_order == (0, 1) and ws.turn_sections == (("kt#2", "kt"),), ws.groups_note
     return s, ws.facts, ws.protocol, f, f.mod.imports[0].inspect_source()
 
 
@@ -141,15 +142,16 @@ GROUP_BAR = "tvm_builtin_ptx_bar_sync_count_sync((((uint)((ws_warp >> 1) + 1)) +
 PASS = "tvm_builtin_ptx_bar_arrive_arrive(((uint)(((ws_warp >> 1) == 0) ? 2 : 1)), (uint)128);"
 
 
-def test_two_ordered_groups_take_turns_per_gemm_and_keep_their_shared_scratch_on_barriers_of_their_own():
-    """The planner's two groups take a turn per GEMM (the S GEMM's and the O GEMM's mma.sync loops), the
-    softmax between the turns; each group's S / P / correction rows are its own (proved by group_scratch), so
-    the barriers of the softmax are the group's (8 + c, 64 threads), not the consumers' 128, and the groups
-    are not held in lock step; the protocol with two turns per iteration passes the model check; numpy agrees;
-    without the pass after the S GEMM's turn the other group never gets its turn: the emulator finds it."""
+def test_two_ordered_groups_take_turns_across_the_back_edge_and_keep_their_shared_scratch_on_their_barriers():
+    """The planner's two groups take one turn per iteration (the O GEMM's mma.sync loop of iteration k, then
+    the S GEMM's of k + 1: the first turn is taken in iteration 0 only), the softmax outside the turns; each
+    group's S / P / correction rows are its own (proved by group_scratch), so the barriers of the softmax are
+    the group's (8 + c, 64 threads), not the consumers' 128, and the groups are not held in lock step; the
+    protocol passes the model check; numpy agrees; without the pass after the S GEMM the other group never
+    gets its turn: the emulator finds it."""
     s, facts, report, f, src = _two_groups()
-    assert facts.order == (0, 1) and facts.order_sections == 2 and report.ok
-    assert report.protocol.sections == 2
+    assert facts.order == (0, 1) and facts.order_sections == 1 and facts.order_wrap and report.ok
+    assert report.protocol.sections == 2 and report.protocol.wrap
     turn = "tvm_builtin_ptx_bar_sync_count_sync(((uint)((ws_warp >> 1) + 1)), (uint)128);"
     assert src.count(turn) == 2                                                        # the turns
     assert GROUP_BAR in src and "bar_sync_count_sync((uint)15, (uint)128)" in src      # in / after the loop

@@ -38,6 +38,15 @@ so every solver and the independent checker see them as dependences):
   work between sections (the softmax) is outside the turns, so one group's
   exponentials run while the other's GEMMs hold the tensor core.
   ``place_groups`` then puts each group on a warp role of its own.
+* ``rotate_turns``: when the body both starts and ends with a tensor-core
+  run (attention: ``S = Q K^T`` first, ``O += P V`` last), the last run of
+  iteration ``i`` and the first of iteration ``i + 1`` are one turn, as in
+  FA3's ping-pong (a warp group's turn issues its ``P V`` GEMM of iteration
+  ``i`` and its ``Q K^T`` GEMM of iteration ``i + 1``): nothing but the
+  ring's release and wait lies between them.  The graph is retimed so that
+  the turn lies in one iteration (``retime``: the last run's ops counted one
+  iteration later, which changes no dependence), and the kernel's first
+  and last turns are that turn's halves (``transforms.consumer_order``).
 """
 from __future__ import annotations
 
@@ -46,8 +55,8 @@ from dataclasses import replace
 from ..errors import InputError
 from .graph import Edge, Graph, Op
 
-__all__ = ["group_name", "group_order", "in_program_order", "place_groups", "split_consumers", "turn_sections",
-           "with_turns"]
+__all__ = ["group_name", "group_order", "in_program_order", "place_groups", "retime", "rotate_turns",
+           "split_consumers", "turn_sections", "with_turns"]
 
 #: The unit whose sections ordered consumer groups take turns on.
 TURN_UNIT = "TC"
@@ -171,6 +180,38 @@ def turn_sections(graph: Graph, producers) -> tuple[tuple[str, ...], ...]:
             out.append([op.name])
         prev = tc
     return tuple(tuple(run) for run in out)
+
+
+def retime(graph: Graph, later) -> Graph:
+    """``graph`` with the ops ``later`` counted one iteration later (op ``x`` of iteration ``i`` is called
+    ``x`` of iteration ``i + 1``): an edge's distance grows by one into such an op and shrinks by one out of
+    one.  The loop is the same loop; a schedule of the result is one of ``graph`` with those ops' times
+    moved by one ii.  InputError when an edge out of ``later`` to another op has distance 0 (it would need
+    a negative distance)."""
+    later = set(later)
+    missing = later - set(graph.names)
+    if missing:
+        raise InputError(f"ops {sorted(missing)} to retime are not in graph '{graph.name}'")
+    edges = []
+    for e in graph.edges:
+        d = e.distance + (e.dst in later) - (e.src in later)
+        if d < 0:
+            raise InputError(f"cannot count {sorted(later)} one iteration later: edge {e.src}->{e.dst} has "
+                             "distance 0 out of them")
+        edges.append(replace(e, distance=d))
+    return graph.replace(edges=tuple(edges))
+
+
+def rotate_turns(graph: Graph, producers) -> tuple[Graph, tuple[tuple[str, ...], ...]]:
+    """``(graph, sections)``: ``turn_sections`` of ``graph``, and ``graph``, when the consumer body does not
+    both start and end with a tensor-core run (or has one run); else the turn that wraps the loop's back edge
+    (module docstring): ``graph`` retimed with the last run one iteration later, and the sections of the
+    retimed body in turn order (the last run followed by the first, then the runs between)."""
+    sections = turn_sections(graph, producers)
+    cons = _consumers(graph, producers)
+    if len(sections) < 2 or cons[0].name != sections[0][0] or cons[-1].name != sections[-1][-1]:
+        return graph, sections
+    return retime(graph, sections[-1]), (sections[-1] + sections[0], *sections[1:-1])
 
 
 def with_turns(split: Graph, sections, groups: int) -> Graph:

@@ -97,7 +97,11 @@ in turn, with the work between them outside the turns) the token goes
 round S times per iteration: section 0 of ``order[0]``, ..., of
 ``order[-1]``, section 1 of ``order[0]``, ..., section S-1 of
 ``order[-1]``, section 0 of the next iteration; the slot counts as read once
-the last section's read is done (a release must come after it).  Rows added
+the last section's read is done (a release must come after it).  With
+``wrap`` the last section of iteration ``i`` and section 0 of iteration
+``i + 1`` are one turn: section 0's turn is taken only in iteration 0 and
+the last section's pass only in the last iteration (the token order counts
+turns, ``i (S - 1) + section``, the wrapped pair sharing one).  Rows added
 to either table, turn, read and pass taking the read's place in the
 program, once per section (``succ(g)``: the group after ``g`` in ``order``, cyclic):
 
@@ -193,7 +197,11 @@ class RingProtocol:
     (False: before it).  ``skip_last_pass``: the last group does not pass in
     the last iteration.  ``sections``: ordered sections per iteration (each a
     turn, a read and a pass; the slot counts as read once the last section's
-    read is done), ``release_lag`` 0 only.
+    read is done), ``release_lag`` 0 only.  ``wrap`` (``sections`` >= 2): the
+    last section of iteration ``i`` and the first of iteration ``i + 1`` are
+    one turn (FA3's ping-pong, ``model.groups.rotate_turns``): section 0
+    takes a turn only in iteration 0, the last section passes only in the
+    last iteration, and the ring's release and next wait lie inside the turn.
     """
 
     depth: int
@@ -216,6 +224,7 @@ class RingProtocol:
     pass_after_read: bool = True
     skip_last_pass: bool = True
     sections: int = 1
+    wrap: bool = False
 
     def __post_init__(self):
         for name in ("depth", "consumers"):
@@ -245,6 +254,9 @@ class RingProtocol:
         if sec > 1 and (o is None or self.release_lag):
             raise InputError(f"ring sections {sec}: several ordered sections per iteration need an order and "
                              "release_lag 0")
+        if not isinstance(self.wrap, bool) or (self.wrap and sec < 2):
+            raise InputError(f"ring wrap must be a bool, True only with sections >= 2, got {self.wrap!r} with "
+                             f"{sec} section(s)")
         for name in ("full_count", "empty_count", "bar_count"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):

@@ -163,7 +163,13 @@ class Ring:
                     read, pas = READ + SECTION_PC * sec, PASS + SECTION_PC * sec
                     r = p.index(read)
                     done[g, i, sec] = _with_syncs(p[r + 1:])
-                    inside.update(dict.fromkeys(p[r + 1:p.index(pas) + 1] if pas in p[r:] else p[r + 1:r + 2], sec))
+                    if proto.wrap and sec == proto.sections - 1 and pas not in p[r:]:
+                        inside.update(dict.fromkeys(p[r + 1:], sec))        # the turn goes on into iteration i + 1
+                    else:
+                        inside.update(dict.fromkeys(p[r + 1:p.index(pas) + 1] if pas in p[r:] else p[r + 1:r + 2],
+                                                    sec))
+                    if proto.wrap and sec == 0 and i > 0 and pas in p:        # ... to its first section's pass
+                        inside.update(dict.fromkeys(p[:p.index(pas) + 1], sec))
                 past[g, i] = done[g, i, proto.sections - 1]
                 section[g, i] = inside
         return cls(proto, n, k, order, next_pc, past, done, section)
@@ -232,6 +238,11 @@ class Ring:
         """The (group, iteration, section) whose turn comes right before group ``g``'s section ``sec`` of
         iteration ``i``: the previous group's same section, or the last group's previous section."""
         order, last = self.order, self.proto.sections - 1
+        if self.proto.wrap:   # turn t = i * last + sec; turn j * last covers (j - 1, last) and (j, 0)
+            t = i * last + sec
+            h, t = (order[order.index(g) - 1], t) if g != order[0] else (order[-1], t - 1)
+            j, hs = divmod(t, last)
+            return (h, self.n - 1, last) if j >= self.n else (h, j, hs)
         if g != order[0]:
             return order[order.index(g) - 1], i, sec
         return (order[-1], i, sec - 1) if sec else (order[-1], i - 1, last)
@@ -267,12 +278,15 @@ def _program(proto: RingProtocol, order: tuple, n: int, g: int, i: int) -> list[
     if proto.order is not None:   # the read becomes TURN -> READ -> PASS (or TURN -> PASS -> READ), per section
         r = body.index(READ)
         turns = []
+        last = proto.sections - 1
         for sec in range(proto.sections):
             t, rd, ps = (x + SECTION_PC * sec for x in (TURN, READ, PASS))
-            if proto.skip_last_pass and g == order[-1] and i == n - 1 and sec == proto.sections - 1:
-                turns += [t, rd]
+            head = [] if proto.wrap and sec == 0 and i > 0 else [t]     # wrap: the turn began in iteration i - 1
+            if (proto.skip_last_pass and g == order[-1] and i == n - 1 and sec == last) or \
+                    (proto.wrap and sec == last and i < n - 1):          # wrap: the turn goes on into i + 1
+                turns += [*head, rd]
             else:
-                turns += [t, rd, ps] if proto.pass_after_read else [t, ps, rd]
+                turns += [*head, rd, ps] if proto.pass_after_read else [*head, ps, rd]
         body[r:r + 1] = turns
     return [WAIT, *body]
 

@@ -42,6 +42,21 @@ run 1, ...; ``model.protocol`` checks it with ``sections`` = the number of
 runs (the slot counts as read only after the last run, so every read of a
 ring slot must lie between the first turn and the last pass).
 
+When the body starts and ends with a run (buffer declarations aside; attention: ``S = Q K^T`` first,
+``O += P V`` last), the last run of iteration ``k`` and the first of
+iteration ``k + 1`` are one turn (FA3's ping-pong; the plan's
+``model.groups.rotate_turns``): the first run takes its turn only in
+iteration 0, the last run passes only in the last iteration, and the
+release of slot ``k`` and the wait on ``full[k + 1]`` happen inside the
+turn (``model.protocol``'s ``wrap``)::
+
+    for k in range(trip):
+        wait full[k mod depth]
+        if k == 0: bar.sync 1 + c;  <run 0>;  bar.arrive 1 + next(c)
+        <statements between>
+        bar.sync 1 + c;  <run 1>;  if k == trip - 1 and c != g_last: bar.arrive 1 + next(c)
+        <release of slot k>
+
 Every barrier gets as many arrivals as syncs, so none is left half full at
 exit; the protocol (with the ring) is model checked with these rows
 (``model.protocol``).  The order only restricts interleavings: it cannot
@@ -181,14 +196,26 @@ class Ordering:
         runs = [] if whole else tensor_core_runs(stmts)
         if not runs:
             return [self.turn(), *stmts, self.pass_on(k, trip)]
+        wrap = len(runs) > 1 and all(_declares(st) for st in (*stmts[:runs[0][0]], *stmts[runs[-1][1]:]))
         out, at = [], 0
         for n, (a, b) in enumerate(runs):
-            out += [*stmts[at:a], self.turn(), *stmts[a:b], self.pass_on(k, trip, last=n == len(runs) - 1)]
+            turn, last = self.turn(), n == len(runs) - 1
+            if wrap and n == 0:      # later iterations' first run: inside the turn the last run took
+                turn = tirx.IfThenElse(k == 0, turn, None)
+            if wrap and last:        # the turn goes on into the next iteration's first run
+                c = self.group()
+                done = tirx.IfThenElse(tirx.And(k == trip - 1, c != self.order[-1]), self._bar("arrive", self._next(c)),
+                                       None)
+            else:
+                done = self.pass_on(k, trip, last=last)
+            out += [*stmts[at:a], turn, *stmts[a:b], done]
             at = b
         return out + list(stmts[at:])
 
     @staticmethod
     def is_turn(stmt) -> bool:
+        if isinstance(stmt, tirx.IfThenElse) and stmt.else_case is None:
+            stmt = stmt.then_case
         return isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _SYNC
 
     @staticmethod
@@ -215,8 +242,15 @@ class Ordering:
         paired = len(passes) == len(turns) and all(t < p for t, p in zip(turns, passes)) and \
             all(p < t for p, t in zip(passes, turns[1:]))
         inside = bool(passes) and max(passes) > max(reads, default=-1)
+        wrap = len(turns) > 1 and isinstance(seq[turns[0]], tirx.IfThenElse)   # the first run's turn: k == 0 only
         return dict(order=self.order if turns else (), order_threads=self.threads, order_prologue=prologue,
-                    pass_after_read=paired and inside, skip_last_pass=skip, order_sections=max(1, len(turns)))
+                    pass_after_read=paired and inside, skip_last_pass=skip,
+                    order_sections=max(1, len(turns) - wrap), order_wrap=wrap)
+
+
+def _declares(stmt) -> bool:
+    """A buffer declaration: no code runs there (so it does not end a run at the body's start or end)."""
+    return isinstance(stmt, (tirx.AllocBuffer, tirx.DeclBuffer))
 
 
 def tensor_core_runs(stmts) -> list[tuple[int, int]]:

@@ -265,13 +265,16 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
     seq, reads, loop = cons["seq"], cons["reads"], cons["loop"]
     warp = next((v for v, _ in f.lets if v.name == _ROLE_VAR), None)
     # barriers GROUP_BARRIER + c and 15 are the consumers' own (role_barriers), not turns
-    turns = [i for i, s in enumerate(seq) if isinstance(s, tirx.Evaluate) and op_name(s.value) == _BAR_SYNC
-             and (f.value(s.value.args[0], [(warp, 0)] if warp is not None else []) or 0) < GROUP_BARRIER]
+    def sync_of(s):   # the bar.sync of a turn (guarded: the first turn of a wrapped body)
+        s = s.then_case if isinstance(s, tirx.IfThenElse) and s.else_case is None else s
+        return s.value if isinstance(s, tirx.Evaluate) and op_name(s.value) == _BAR_SYNC else None
+    turns = [i for i, s in enumerate(seq) if sync_of(s) is not None
+             and (f.value(sync_of(s).args[0], [(warp, 0)] if warp is not None else []) or 0) < GROUP_BARRIER]
     passes = [i for i, s in enumerate(seq) if isinstance(s, (tirx.IfThenElse, tirx.Evaluate)) and
               _calls(s, _BAR_ARRIVE)]
     if not turns:
         return {}
-    sync = seq[turns[0]].value
+    sync = sync_of(seq[turns[0]])
     ids = [f.value(sync.args[0], [(warp, w)]) for w in range(warps)]
     groups = len(set(ids))
     if None in ids or groups < 2 or warps % groups or sorted(set(ids)) != list(range(min(ids), min(ids) + groups)):
@@ -296,13 +299,41 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
         last = tirx.Add(loop.min, loop.extent) - 1
         cond = substitute(seq[passes[-1]].condition, [(loop.loop_var, last)])
         skip = f.value(cond, [(warp, order[-1] * per)]) == 0
+    wrap = _wraps(f, seq, turns, passes, loop, warp, order[0] * per)
     # a turn and its pass per section, in turn; every read of shared memory before the last pass (the model
     # counts the slot as read after the last section)
     paired = len(passes) == len(turns) and all(t < p for t, p in zip(turns, passes)) and \
         all(p < t for p, t in zip(passes, turns[1:]))
     return dict(order=tuple(order), bar_count=f.value(sync.args[1]) // 32, prologue_arrive=bool(prologue),
                 pass_after_read=paired and bool(passes) and max(passes) > max(reads, default=-1),
-                skip_last_pass=skip, sections=max(1, len(turns)))
+                skip_last_pass=skip, sections=max(1, len(turns)), wrap=wrap)
+
+
+def _wraps(f: _Func, seq, turns, passes, loop, warp, first_warp: int) -> bool:
+    """Does the last turn of an iteration go on into the next one (``consumer_order``: the first turn taken in
+    the loop's first iteration only, the last pass in its last only)?  A guarded turn that is not exactly
+    that is refused."""
+    guarded = [t for t in turns if isinstance(seq[t], tirx.IfThenElse)]
+    k = loop.loop_var
+
+    def at(cond, i, w=first_warp):
+        binds = [(warp, w)] if warp is not None else []
+        return f.value(substitute(cond, [(k, i)]), binds)
+    if not guarded:   # every turn taken in every iteration: so must the last pass be, but in the last iteration
+        if passes and isinstance(seq[passes[-1]], tirx.IfThenElse) and \
+                at(seq[passes[-1]].condition, loop.min + loop.extent - 2) != 1:
+            _fail("a consumer group's last pass is skipped before the last iteration, but its first turn is "
+                  "taken in every iteration")
+        return False
+    ok = guarded == turns[:1] and len(turns) > 1 and len(passes) == len(turns) and \
+        at(seq[turns[0]].condition, loop.min) == 1 and at(seq[turns[0]].condition, loop.min + 1) == 0 and \
+        isinstance(seq[passes[-1]], tirx.IfThenElse) and \
+        at(seq[passes[-1]].condition, loop.min + loop.extent - 2) == 0 and \
+        at(seq[passes[-1]].condition, loop.min + loop.extent - 1) == 1
+    if not ok:
+        _fail("a consumer group's turn is guarded, but not as a turn that spans the loop's back edge (the first "
+              "turn in the first iteration only, the last pass in the last only)")
+    return True
 
 
 def read_protocol(func) -> RingProtocol | None:
@@ -326,7 +357,7 @@ def read_protocol(func) -> RingProtocol | None:
                         producer_flips_phase=flips(tuple(p ^ 1 for p in prod["parities"])),
                         consumer_flips_phase=flips(cons["parities"]), release_after_read=cons["release_last"],
                         producer_tail=prod["tail_acquires"] >= depth, release_lag=cons["lag"],
-                        groups=max(1, cons["groups"]), wait_pending=cons["wait"] if cons["lag"] else None,
+                        groups=max(1, cons["groups"]) if cons["lag"] else 1, wait_pending=cons["wait"] if cons["lag"] else None,
                         final_release=cons["final_release"], **_order(f, branch.else_case, cons, warps))
 
 

@@ -43,6 +43,7 @@ class WsKernelFacts:
     pass_after_read: bool = True              # each iteration's bar.arrive follows the group's reads
     skip_last_pass: bool = True               # the last group does not arrive in the last iteration
     order_sections: int = 1                   # turns per consumer iteration (runs of tensor-core statements)
+    order_wrap: bool = False                  # the last run's turn goes on into the next iteration's first run
     swizzle_pad_bytes: int = 0                # of ring_bytes, the 1024-byte alignment pads of swizzled rings
 
     @property
@@ -76,4 +77,5 @@ class WsKernelFacts:
             return {}
         return dict(order=tuple(self.order), bar_count=self.order_threads // 32,
                     prologue_arrive=self.order_prologue, pass_after_read=self.pass_after_read,
-                    skip_last_pass=self.skip_last_pass, sections=self.order_sections)
+                    skip_last_pass=self.skip_last_pass, sections=self.order_sections + self.order_wrap,
+                    wrap=self.order_wrap)
