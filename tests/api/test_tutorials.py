@@ -139,9 +139,10 @@ def test_attention(tmp_path):
     # FA4's split on b200: two softmax groups, a correction group, one MMA issuer, the loads
     assert re.search(r"fa_fwd_blackwell_fa4 \(b200\): .*softmax0: R_a, P_a; softmax1: R_b, P_b; "
                      r"correction: C_a, C_b; mma: S_a, O_a, S_b, O_b; load: load_K, load_V", out)
-    # FA3's ping-pong on the wgmma kernel's own plan: two consumer warp groups taking a turn per GEMM
+    # FA3's ping-pong on the wgmma kernel's own plan: two consumer warp groups, one turn per iteration
     nine = out[out.index("== 9."):]
-    assert "2 groups of 4 warps taking turns on the tensor core (2 turn(s) per iteration" in nine
+    assert "2 groups of 4 warps taking turns on the tensor core (1 turn(s) per iteration: O_mma_o, S_mma_o " \
+           "(spanning the back edge" in nine
     busy = re.search(r"tensor core busy in the steady state: (\d+)% with two consumer warp groups \(ii (\d+) "
                      r"cycles\), (\d+)% with one \(ii (\d+) cycles\)", nine)
     assert busy and int(busy.group(1)) > int(busy.group(3)) and int(busy.group(2)) < int(busy.group(4))

@@ -129,8 +129,8 @@ def test_the_planner_keeps_one_group_where_the_split_gains_nothing(mma_gemm):
 
 def test_the_planner_orders_groups_where_the_joint_schedule_does(mma_gemm):
     """The decision on the FA-style loop as the kernel runs it (consumers in program order, values handed
-    between roles at no cost as in the front-end's graphs): two groups taking a turn per GEMM have the smaller
-    ii, so the order is taken, and the note says what the turns are."""
+    between roles at no cost as in the front-end's graphs): two groups taking one turn per iteration have the
+    smaller ii, so the order is taken, and the note says what the turns are."""
     from dataclasses import replace
 
     from tvm_twill.model import get_machine

@@ -3,7 +3,7 @@
 ``auto_pipeline(..., warp_specialize=True)`` on the kernel with two consumer warp groups (block_m 128) solves
 the KV loop as the warp-specialized kernel runs it (``model.groups``: each group's statements in program
 order) and finds FA3's ping-pong by itself: one group cannot overlap its softmax with its own GEMMs, two
-groups taking a turn per GEMM on the tensor core can, so the plan has two consumer warp groups (named
+groups taking turns on the tensor core can, so the plan has two consumer warp groups (named
 barriers 1 and 2; one turn per iteration around a group's P V wgmma of iteration k and its Q K^T wgmma of
 k + 1, as in FA3, the softmax outside the turns) and a producer warp
 streaming K and V through a cp.async mbarrier ring as deep as the copies' latency needs.
