@@ -242,7 +242,9 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
         return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})", sections
     ii = sched.ii * q
     lb = sched.lower_bound.ii * q if sched.lower_bound is not None else None
-    proof = "" if sched.optimal else " (not proven optimal" + (f": no ii below {lb} cycles)" if lb else ")")
+    proof = "" if sched.optimal else \
+        " (optimal: no ii below it; the time limit cut the tie-breaks short)" if lb is not None and lb >= ii else \
+        " (not proven optimal" + (f": no ii below {lb} cycles)" if lb else ")")
     if sched.ii >= one_ii:
         return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "
                                           f"cycles{proof}, no better than one group's {one_ii * q}"), sections

@@ -204,3 +204,27 @@ def test_a_protocol_too_large_to_check_is_no_kernel(monkeypatch):
     with pytest.raises(UnsupportedLoopError, match="could not be model checked .ring protocol check explored"):
         tvm_twill.auto_pipeline(sch, [k0, k1], "sm_80", warp_specialize=True)
     assert WS_CONSUMER_ORDER not in sch.get(k0).annotations
+
+
+@pytest.mark.parametrize("below,says", [(0, "(optimal: no ii below it; the time limit cut the tie-breaks short)"),
+                                        (1, "(not proven optimal: no ii below {lb} cycles)")])
+def test_the_note_says_whether_the_groups_ii_is_proven(mma_gemm, below, says):
+    """A solve cut short at its lower bound has an optimal ii (only its tie-breaks are unfinished); one above
+    it does not: the note says which."""
+    from dataclasses import replace
+
+    from tvm_twill.model import get_machine
+    from tvm_twill.model.groups import in_program_order
+    from tvm_twill.solvers import SolveOptions, solve
+    sch, _, _ = mma_gemm()
+    func = next(f for _, f in sch.mod.functions_items())
+    producers = {"load_K", "load_V"}
+    g = in_program_order(_fa_loop(), producers)
+    g = g.replace(ops=tuple(op if op.name in producers else replace(op, spill_cost=0) for op in g.ops))
+
+    def cut_short(graph, machine, options):
+        s = solve(graph, machine, options=options)
+        return replace(s, optimal=False, lower_bound=replace(s.lower_bound, ii=s.ii - below))
+    order, grouped, note, _ = warpspec.order_consumer_groups(
+        func, g, producers, get_machine("h100"), SolveOptions(time_limit=60), cut_short, 10 ** 6, 1)
+    assert order == (0, 1) and says.format(lb=grouped[0].ii - below) in note

@@ -42,9 +42,9 @@ run 1, ...; ``model.protocol`` checks it with ``sections`` = the number of
 runs (the slot counts as read only after the last run, so every read of a
 ring slot must lie between the first turn and the last pass).
 
-When the body starts and ends with a run (buffer declarations aside; attention: ``S = Q K^T`` first,
-``O += P V`` last), the last run of iteration ``k`` and the first of
-iteration ``k + 1`` are one turn (FA3's ping-pong; the plan's
+When the body starts and ends with a run (buffer declarations and proxy
+fences aside; attention: ``S = Q K^T`` first, ``O += P V`` last), the last
+run of iteration ``k`` and the first of iteration ``k + 1`` are one turn (FA3's ping-pong; the plan's
 ``model.groups.rotate_turns``): the first run takes its turn only in
 iteration 0, the last run passes only in the last iteration, and the
 release of slot ``k`` and the wait on ``full[k + 1]`` happen inside the
@@ -85,6 +85,7 @@ __all__ = ["FIRST_BARRIER", "Ordering", "read_order", "tensor_core_runs"]
 FIRST_BARRIER = 1
 _MAX_GROUPS = GROUP_BARRIER - FIRST_BARRIER  # 8 + c: group c's own barriers, 15: all consumers' (role_barriers)
 _SYNC, _ARRIVE = "tirx.ptx.bar_sync_count", "tirx.ptx.bar_arrive"
+_FENCE = "tirx.ptx.fence_proxy"
 _BARRIERS = ("tirx.tvm_storage_sync", "tirx.cuda.cta_sync", "tirx.cuda.syncthreads_and", "tirx.cuda.syncthreads_or",
              "tirx.ptx.bar_sync", "tirx.ptx.barrier_sync", "tirx.ptx.barrier_sync_count", "tirx.ptx.barrier_arrive",
              "tirx.cuda.warpgroup_sync", _SYNC, _ARRIVE)
@@ -196,7 +197,7 @@ class Ordering:
         runs = [] if whole else tensor_core_runs(stmts)
         if not runs:
             return [self.turn(), *stmts, self.pass_on(k, trip)]
-        wrap = len(runs) > 1 and all(_declares(st) for st in (*stmts[:runs[0][0]], *stmts[runs[-1][1]:]))
+        wrap = len(runs) > 1 and all(_neutral(st) for st in (*stmts[:runs[0][0]], *stmts[runs[-1][1]:]))
         out, at = [], 0
         for n, (a, b) in enumerate(runs):
             turn, last = self.turn(), n == len(runs) - 1
@@ -248,9 +249,13 @@ class Ordering:
                     order_sections=max(1, len(turns) - wrap), order_wrap=wrap)
 
 
-def _declares(stmt) -> bool:
-    """A buffer declaration: no code runs there (so it does not end a run at the body's start or end)."""
-    return isinstance(stmt, (tirx.AllocBuffer, tirx.DeclBuffer))
+def _neutral(stmt) -> bool:
+    """A buffer declaration (no code runs there) or a proxy fence (it orders the group's own accesses, and
+    is no statement of the plan's graph): either may sit inside a turn, so it does not keep the body from
+    starting or ending with a run."""
+    if isinstance(stmt, (tirx.AllocBuffer, tirx.DeclBuffer)):
+        return True
+    return isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _FENCE
 
 
 def tensor_core_runs(stmts) -> list[tuple[int, int]]:
