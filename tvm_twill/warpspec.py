@@ -229,7 +229,8 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
     if warps % g or (_has_wgmma(func) and (warps // g) % 4):
         whole = " of whole warp groups (wgmma)" if _has_wgmma(func) else ""
         return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}", ()
-    graph, sections = rotate_turns(graph, names)
+    rotated, sections = rotate_turns(graph, names)
+    wraps, graph = rotated is not graph, rotated   # the first turn spans the back edge
     if not sections:
         return None, None, (f"one group: no consumer statement uses the tensor core, so {g} groups would have "
                             "nothing to take turns on"), ()
@@ -258,19 +259,12 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
             sections
     order = tuple(range(g))
     turns = "; ".join(", ".join(sec) for sec in sections)
-    if _wraps(sections, names, graph):
+    if wraps:
         turns += f" (spanning the back edge: from {sections[0][0]} of iteration k to {sections[0][-1]} of k + 1)"
     return order, (placed, split, on), (
         f"{g} groups of {warps // g} warps taking turns on the tensor core ({len(sections)} turn(s) per "
         f"iteration: {turns}; the rest of each group's work runs under the other group's turns): ii {ii} "
         f"cycles{proof} vs {one_ii * q} with one group"), sections
-
-
-def _wraps(sections, names, graph) -> bool:
-    """Does the first turn span the loop's back edge (``model.groups.rotate_turns``)?  It then starts with
-    the body's last consumer statement and holds its first."""
-    cons = [op.name for op in graph.ops if op.name not in names]
-    return bool(sections) and len(sections[0]) > 1 and sections[0][0] == cons[-1] and cons[0] in sections[0]
 
 
 def _ring_fit(copies, depth: int, machine, others=()) -> tuple[int, int, str]:

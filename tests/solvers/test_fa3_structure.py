@@ -9,7 +9,8 @@ statements in program order, one iteration after the other.
   the group computes its softmax): the tensor core is busy half the time.
 * Two consumer groups taking turns on the tensor core, one turn per GEMM (``with_turns``; what
   ``transforms.consumer_order`` emits for a body that does not both start and end with a GEMM, the others
-  taking one turn across the back edge, ``model.groups.rotate_turns``), each on a warp role of its own (``place_groups``): a smaller ii, and
+  taking one turn across the back edge, ``model.groups.rotate_turns``), each on a warp role of its own
+  (``place_groups``): a smaller ii, and
   exponentials run while the tensor core works on the other group's GEMMs (never the group's own): FA3's
   ping-pong, which nothing in the graph asks for (no hand-off cost, no register limit): the solver finds it.
   Here each group's softmax chain is longer than the other group's GEMM, so only part of the exponentials

@@ -203,7 +203,7 @@ def retime(graph: Graph, later) -> Graph:
 
 
 def rotate_turns(graph: Graph, producers) -> tuple[Graph, tuple[tuple[str, ...], ...]]:
-    """``(graph, sections)``: ``turn_sections`` of ``graph``, and ``graph``, when the consumer body does not
+    """``(graph, sections)``: ``graph`` itself and its ``turn_sections`` when the consumer body does not
     both start and end with a tensor-core run (or has one run); else the turn that wraps the loop's back edge
     (module docstring): ``graph`` retimed with the last run one iteration later, and the sections of the
     retimed body in turn order (the last run followed by the first, then the runs between)."""

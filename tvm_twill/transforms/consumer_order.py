@@ -44,11 +44,11 @@ ring slot must lie between the first turn and the last pass).
 
 When the body starts and ends with a run (buffer declarations and proxy
 fences aside; attention: ``S = Q K^T`` first, ``O += P V`` last), the last
-run of iteration ``k`` and the first of iteration ``k + 1`` are one turn (FA3's ping-pong; the plan's
-``model.groups.rotate_turns``): the first run takes its turn only in
-iteration 0, the last run passes only in the last iteration, and the
-release of slot ``k`` and the wait on ``full[k + 1]`` happen inside the
-turn (``model.protocol``'s ``wrap``)::
+run of iteration ``k`` and the first of iteration ``k + 1`` are one turn
+(FA3's ping-pong; the plan's ``model.groups.rotate_turns``): the first run
+takes its turn only in iteration 0, the last run passes only in the last
+iteration, and the release of slot ``k`` and the wait on ``full[k + 1]``
+happen inside the turn (``model.protocol``'s ``wrap``)::
 
     for k in range(trip):
         wait full[k mod depth]
@@ -205,8 +205,8 @@ class Ordering:
                 turn = tirx.IfThenElse(k == 0, turn, None)
             if wrap and last:        # the turn goes on into the next iteration's first run
                 c = self.group()
-                done = tirx.IfThenElse(tirx.And(k == trip - 1, c != self.order[-1]), self._bar("arrive", self._next(c)),
-                                       None)
+                done = tirx.IfThenElse(tirx.And(k == trip - 1, c != self.order[-1]),
+                                       self._bar("arrive", self._next(c)), None)
             else:
                 done = self.pass_on(k, trip, last=last)
             out += [*stmts[at:a], turn, *stmts[a:b], done]

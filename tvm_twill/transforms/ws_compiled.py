@@ -357,7 +357,8 @@ def read_protocol(func) -> RingProtocol | None:
                         producer_flips_phase=flips(tuple(p ^ 1 for p in prod["parities"])),
                         consumer_flips_phase=flips(cons["parities"]), release_after_read=cons["release_last"],
                         producer_tail=prod["tail_acquires"] >= depth, release_lag=cons["lag"],
-                        groups=max(1, cons["groups"]) if cons["lag"] else 1, wait_pending=cons["wait"] if cons["lag"] else None,
+                        groups=max(1, cons["groups"]) if cons["lag"] else 1,
+                        wait_pending=cons["wait"] if cons["lag"] else None,
                         final_release=cons["final_release"], **_order(f, branch.else_case, cons, warps))
 
 
