@@ -38,16 +38,6 @@ KINDS = ("one group (compiled)", "two groups (compiled)", "two groups, S before 
          "two groups, in-group overlap", "two groups, free")
 
 
-def tc_busy(schedule, graph) -> float:
-    """The share of the steady state's slots in which the tensor core is busy."""
-    slots = set()
-    for op in graph.ops:
-        if "TC" in op.units():
-            t = schedule.ops[op.name].time
-            slots |= {(t + j) % schedule.ii for j, row in enumerate(op.reservation()) if row}
-    return len(slots) / schedule.ii
-
-
 def _group(name: str):
     return name.rpartition("@")[2] if "@" in name else None
 
@@ -97,6 +87,7 @@ def rows_for(head_dim: int, block_n: int, time_limit: float) -> list[dict]:
 
     import tvm_twill
     from tvm_twill.kernels import KV_LOOP, AttentionShape, fa_forward_wgmma
+    from tvm_twill.model import busy_share
     from tvm_twill.kernels.attention_wgmma import WGMMA_PASS_CONFIG
 
     shape = AttentionShape(head_dim=head_dim, causal=True, heads=1, q_len=128, block_m=128, block_n=block_n)
@@ -123,7 +114,7 @@ def rows_for(head_dim: int, block_n: int, time_limit: float) -> list[dict]:
             out.append((kind, sched, g, sched.optimal))
     # an ii no larger than the solve's lower bound is optimal, tie-breaks finished or not
     return [{"head_dim": head_dim, "block_n": block_n, "schedule": kind, "ii_cycles": s.ii * q,
-             "tc_busy": tc_busy(s, g), "optimal": bool(opt) or (s.lower_bound is not None and
+             "tc_busy": busy_share(s, g, "TC"), "optimal": bool(opt) or (s.lower_bound is not None and
                                                                 s.lower_bound.ii >= s.ii)}
             for kind, s, g, opt in out]
 

@@ -235,6 +235,7 @@ def fa3_on_the_kernel():
     import tvm_twill
     from tvm_twill.kernels import KV_LOOP, AttentionShape, fa_forward_wgmma
     from tvm_twill.kernels.attention_wgmma import WGMMA_PASS_CONFIG
+    from tvm_twill.model import busy_share
 
     shape = AttentionShape(head_dim=128, causal=True, heads=1, q_len=128, block_m=128, block_n=32)
     sch = tvm.s_tir.Schedule(fa_forward_wgmma(shape))
@@ -245,13 +246,8 @@ def fa3_on_the_kernel():
     ws = plan.warp_specialization
     print(ws.explain())
 
-    def tc_busy(w):
-        busy = set()
-        for op in w.solved_graph.ops:
-            if "TC" in op.units():
-                t = w.schedule.ops[op.name].time
-                busy |= {(t + j) % w.schedule.ii for j, row in enumerate(op.reservation()) if row}
-        return len(busy) / w.schedule.ii
+    def tc_busy(w):   # the tensor core's share of the steady state, on the graph the plan was solved on
+        return busy_share(w.schedule, w.solved_graph, "TC")
     if ws.consumer_order is not None:
         print(f"tensor core busy in the steady state: {tc_busy(ws):.0%} with two consumer warp groups "
               f"(ii {ws.ii_ws_cycles} cycles), {tc_busy(ws.one_group):.0%} with one (ii "

@@ -32,7 +32,7 @@ from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend.costs import CP_ASYNC_BYTES
 from .frontend.ir import thread_extents
 from .model.arch import parse_arch
-from .model import Schedule, check, register_peaks
+from .model import Schedule, busy_share, check, register_peaks
 from .model.groups import in_program_order, place_groups, rotate_turns, split_consumers, with_turns
 from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
 from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
@@ -140,6 +140,9 @@ class WarpSpecialization:
                          f"one role: ii {self.ii_ws_cycles} cycles")
         if self.groups_note is not None:
             lines.append(f"  consumer groups: {self.groups_note}")
+        if self.chosen and self.schedule is not None and self.solved_graph is not None:
+            lines.append(f"  tensor core busy {busy_share(self.schedule, self.solved_graph, 'TC'):.0%} of the "
+                         f"steady state (ii {self.ii_ws_cycles} cycles, as the kernel runs)")
         if self.chosen:
             for role, stmts in self.roles.items():
                 lines.append(f"  {role}: {', '.join(stmts)}")

@@ -83,6 +83,8 @@ def test_the_plan_has_two_consumer_warp_groups_taking_one_turn_per_iteration():
     assert "2 groups of 4 warps taking turns on the tensor core (1 turn(s) per iteration" in text
     assert f"(spanning the back edge: from {gemms[1]} of iteration k to {gemms[0]} of k + 1)" in text
     assert "consumer groups 0, 1 take turns (named barriers 1, 2, 256 threads each)" in text
+    busy = re.search(r"tensor core busy (\d+)% of the steady state \(ii (\d+) cycles, as the kernel runs\)", text)
+    assert busy and int(busy.group(2)) == ws.ii_ws_cycles and 50 < int(busy.group(1)) < 100
 
 
 def test_the_exponentials_of_one_group_run_under_the_other_groups_gemms():

@@ -9,12 +9,12 @@ from .graph import Edge, Graph, Op
 from .io import (GRAPH_FORMAT, dump, graph_from_dict, graph_to_dict, load_graph, load_machine,
                  load_schedule, machine_from_dict, machine_to_dict, schedule_from_dict, schedule_to_dict)
 from .machine import BUILTIN_MACHINES, CostModel, Machine, get_machine, machine_for_arch
-from .schedule import (Attempt, LowerBound, Placement, Schedule, body_order, make_schedule,
+from .schedule import (Attempt, LowerBound, Placement, Schedule, body_order, busy_share, make_schedule,
                        topological_order)
 
 __all__ = [
     "Attempt", "BUILTIN_MACHINES", "Bound", "Family", "critical_recurrence", "explain_lower_bound", "resource_bottleneck", "CostModel", "Edge", "GRAPH_FORMAT", "Graph", "LowerBound", "Machine",
-    "Op", "Placement", "Schedule", "Violation", "body_order", "check", "dump", "get_machine",
+    "Op", "Placement", "Schedule", "Violation", "body_order", "busy_share", "check", "dump", "get_machine",
     "graph_from_dict", "graph_to_dict", "live_intervals", "load_graph", "load_machine", "load_schedule",
     "machine_for_arch", "machine_from_dict", "machine_to_dict", "make_schedule", "rec_mii", "register_peaks", "res_mii",
     "schedule_from_dict", "schedule_to_dict", "topological_order", "verify",

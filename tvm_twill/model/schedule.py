@@ -97,6 +97,19 @@ def body_order(times: dict, ii: int, topo: list[str]) -> dict:
     return {n: i for i, n in enumerate(ranked)}
 
 
+def busy_share(schedule, graph, unit: str) -> float:
+    """The share of the steady state's ``ii`` slots in which ``unit`` is busy: some op's reservation row that
+    uses ``unit`` lies in that slot (its issue time plus the row, modulo ii).  ``graph`` is the graph the
+    schedule was solved on (its ops' reservation tables)."""
+    ii, slots = schedule.ii, set()
+    for op in graph.ops:
+        t = schedule.ops[op.name].time
+        for off, n, row in op.reservation_runs():
+            if any(u == unit for u, _ in row):
+                slots.update((t + off + j) % ii for j in range(min(n, ii)))
+    return len(slots) / ii
+
+
 def make_schedule(graph, machine_name: str, ii: int, times: dict, warps: dict, cycles: dict,
                   **extra) -> Schedule:
     """Build a Schedule from times and warps: stage, order and length derived."""
