@@ -247,7 +247,7 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
     ii = sched.ii * q
     lb = sched.lower_bound.ii * q if sched.lower_bound is not None else None
     proof = "" if sched.optimal else \
-        " (optimal: no ii below it; the time limit cut the tie-breaks short)" if lb is not None and lb >= ii else \
+        " (optimal: no ii below it; the time limit cut the tie-breaks short)" if sched.ii_optimal else \
         " (not proven optimal" + (f": no ii below {lb} cycles)" if lb else ")")
     if sched.ii >= one_ii:
         return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "

@@ -1,4 +1,4 @@
-"""model.busy_share: the share of a modulo schedule's steady state in which a unit is busy.
+"""model.busy_share: the share of a modulo schedule's steady state in which a unit is busy (and Schedule.ii_optimal).
 
 Checked against the tests' own helper (``steady_state.busy_fraction``, one row at a time, written apart from
 the model) on solved schedules and on hand-placed ones whose share is known: an op longer than the ii fills
@@ -44,3 +44,17 @@ def test_busy_share_on_hand_placed_schedules():
     for sched, graph in ((s, mixed), (_sched(two, 8, {"a": 0, "b": 1}), two)):
         for unit in ("TC", "ALU"):
             assert busy_share(sched, graph, unit) == pytest.approx(busy_fraction(sched, graph, unit))
+
+
+def test_ii_optimal_is_optimal_or_at_the_lower_bound():
+    from dataclasses import replace
+
+    from tvm_twill.model import LowerBound
+    g = load_example("fa_fwd_fig1")
+    s = solve(g, get_machine(g.machine), time_limit=30)
+    assert s.optimal and s.ii_optimal
+    cut = replace(s, optimal=False)
+    assert cut.ii_optimal == (s.lower_bound is not None and s.lower_bound.ii >= s.ii)
+    assert replace(s, optimal=False, lower_bound=LowerBound(ii=s.ii, resource=1, recurrence=1)).ii_optimal
+    assert not replace(s, optimal=False, lower_bound=LowerBound(ii=s.ii - 1, resource=1, recurrence=1)).ii_optimal
+    assert not replace(s, optimal=False, lower_bound=None).ii_optimal

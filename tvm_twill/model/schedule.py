@@ -71,6 +71,12 @@ class Schedule:
         object.__setattr__(self, "attempts", tuple(self.attempts))
 
     @property
+    def ii_optimal(self) -> bool:
+        """Is the ii proven optimal?  ``optimal`` (the solve finished, tie-breaks included), or an ii no
+        larger than the solve's lower bound (a search cut short there only left its tie-breaks)."""
+        return self.optimal or (self.lower_bound is not None and self.lower_bound.ii >= self.ii)
+
+    @property
     def num_stages(self) -> int:
         return 1 + max(p.stage for p in self.ops.values())
 
