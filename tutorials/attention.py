@@ -28,11 +28,13 @@ Needs TVM and nvcc (the emulator runs the PTX nvcc writes); matplotlib for the p
    six roles on the Blackwell model.
 9. FA3's structure on the kernel's own plan: ``tvm_twill.kernels.fa_forward_wgmma`` (both GEMMs on Hopper
    wgmma, two consumer warp groups of 64 rows) warp-specialized on sm_90a.  The plan is solved as the
-   kernel runs (each group's statements in program order), and finds the ping-pong by itself: two groups
-   taking turns on the tensor core beat one (one turn per iteration, a group's O GEMM of iteration k and its
-   S GEMM of k + 1, as FA3 groups them), part of each group's exponentials runs under the other group's
-   GEMMs; the tensor core's busy fraction is printed for one group and for two.  The kernel is
-   compiled (the turns are named barriers in the CUDA) and emulated against numpy.
+   kernel runs (each group's statements in program order), and finds FA3's ping-pong by itself: two groups
+   taking turns on the tensor core beat one, part of each group's exponentials runs under the other group's
+   GEMMs, and with FA3's look-ahead (a group's turn issues its S GEMM of iteration k, then its O GEMM of
+   k - 1, left in flight until the softmax overwrites P) each group's softmax also starts under its own O
+   GEMM; the tensor core's busy fraction is printed for one group, for two with the turn across the back
+   edge (O of k with S of k + 1) and for two with the look-ahead.  The kernel is compiled (the turns are
+   named barriers in the CUDA, the O GEMM's wait sits after the softmax's max) and emulated against numpy.
 """
 from __future__ import annotations
 
@@ -249,13 +251,15 @@ def fa3_on_the_kernel():
     def tc_busy(w):   # the tensor core's share of the steady state, on the graph the plan was solved on
         return busy_share(w.schedule, w.solved_graph, "TC")
     if ws.consumer_order is not None:
+        plain = ws.no_lookahead or ws
         print(f"tensor core busy in the steady state: {tc_busy(ws):.0%} with two consumer warp groups "
-              f"(ii {ws.ii_ws_cycles} cycles), {tc_busy(ws.one_group):.0%} with one (ii "
-              f"{ws.one_group.ii_ws_cycles} cycles); the paper's FA3 schedule (section 8) also pipelines each "
-              "group's own softmax under its next GEMM, which this kernel does not (bench/fa3_gap.py solves "
-              "this graph with that freedom given back: the tensor core's share it would reach on the model)")
+              f"{'and the look-ahead turn ' if ws.lookahead else ''}(ii {ws.ii_ws_cycles} cycles), "
+              f"{tc_busy(plain):.0%} with the turn across the back edge (ii {plain.ii_ws_cycles} cycles), "
+              f"{tc_busy(ws.one_group):.0%} with one group (ii {ws.one_group.ii_ws_cycles} cycles); "
+              "bench/fa3_gap.py sets these next to the same graph with the program order inside each group "
+              "dropped, the freedom the paper's FA3 schedule (section 8) has")
     rows = [r.strip() for r in f.mod.imports[0].inspect_source().splitlines()]
-    for what in ("bar_sync_count_sync(((uint)((ws_warp >> 2) + 1))", "bar_arrive_arrive(((uint)"):
+    for what in ("bar_sync_count_sync(((uint)((ws_warp >> 2) + 1))", "bar_arrive_arrive(((uint)", "if (1 <= ws_k)"):
         print(next((r for r in rows if what in r), f"(no line with {what!r})"))
     _emulate(f, shape, "warp-specialized wgmma attention (two consumer warp groups)")
 

@@ -27,14 +27,16 @@ model checked (``model.protocol``); a kernel that fails is never returned.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import takewhile
 
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend.costs import CP_ASYNC_BYTES
 from .frontend.ir import thread_extents
 from .model.arch import parse_arch
 from .model import Schedule, busy_share, check, register_peaks
-from .model.groups import in_program_order, place_groups, rotate_turns, split_consumers, with_turns
-from .model.pipeline import ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_REGISTERS, WS_SWIZZLE
+from .model.groups import in_program_order, look_ahead, place_groups, rotate_turns, split_consumers, with_turns
+from .model.pipeline import (ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_LOOKAHEAD, WS_REGISTERS,
+                             WS_SWIZZLE)
 from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
 from .roofline import compare_variants, variant_throughput
 from .transforms import buffer_versions
@@ -79,7 +81,11 @@ class WarpSpecialization:
     the token order the named barriers enforce (``ii_ws_cycles`` is then
     that ii); ``turn_sections``: the runs of tensor-core statements the
     groups take turns on, one turn each per iteration (the emitted kernel
-    must take as many); ``groups_ii_cycles`` / ``groups_note``: the ii of
+    must take as many); ``lookahead``: the turn issues the first run of
+    iteration k, then the last run of k - 1 left in flight
+    (``transforms.look_ahead``), and ``no_lookahead`` is the plan with the
+    turn across the back edge, applied instead if the transform refuses it;
+    ``groups_ii_cycles`` / ``groups_note``: the ii of
     the split and why it was or was not taken; ``one_group``: the plan with
     one consumer group, applied instead if the transform refuses the order.
     ``solved_graph`` / ``solved_machine``: the graph and machine ``schedule`` was solved on (as the
@@ -115,6 +121,8 @@ class WarpSpecialization:
     solved_graph: object = None
     solved_machine: object = None
     turn_sections: tuple = ()
+    lookahead: bool = False
+    no_lookahead: object = None
 
     @property
     def tir_pipeline(self) -> str | None:
@@ -128,6 +136,8 @@ class WarpSpecialization:
             out[WS_REGISTERS] = list(self.registers)
         if self.consumer_order is not None:
             out[WS_CONSUMER_ORDER] = list(self.consumer_order)
+        if self.lookahead:
+            out[WS_LOOKAHEAD] = 1
         return out
 
     def explain(self) -> str:
@@ -159,7 +169,12 @@ class WarpSpecialization:
                 lines.append("  wgmma operand layouts: " + "; ".join(self.facts.operand_layouts))
             if self.layout_note:
                 lines.append(f"  {self.layout_note}")
-            if self.facts is not None and self.facts.release_lag:
+            if self.facts is not None and self.facts.order_lookahead:
+                lines.append(f"  consumer look-ahead: each turn issues the first wgmma run of iteration k, then the "
+                             f"last run of k-1 ({self.facts.wgmma_groups} commit groups) left in flight to a "
+                             "wgmma.wait_group 0 before the first statement that depends on it, slot k-1 released "
+                             "after that wait; the last iteration's run takes one more turn after the loop")
+            elif self.facts is not None and self.facts.release_lag:
                 lines.append(f"  consumer wgmma: {self.facts.wgmma_groups} commit groups per iteration stay in "
                              f"flight (wgmma.wait_group {self.facts.wgmma_wait}), slot k-1 released after it")
             if self.registers:
@@ -225,33 +240,32 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
     """Should the consumer warps of ``func`` run as ``CONSUMER_GROUPS`` ordered groups?  Solves the split
     loop (``model.groups``: ``graph``, in program order, split over the groups, with the round-robin turns of
     its tensor-core sections, as ``transforms.consumer_order`` emits them) on a machine of one producer and
-    that many consumer roles.  Returns ``(order, (schedule, split graph, machine) or None, note, sections)``;
-    ``order`` is None unless the ii is smaller than ``one_ii`` (one group's) and the schedule, each group on a
-    role of its own, passes the checker."""
+    that many consumer roles.  Returns ``(order, (schedule, split graph, machine) or None, note, sections,
+    plain)``; ``order`` is None unless the ii is smaller than ``one_ii`` (one group's) and the schedule, each
+    group on a role of its own, passes the checker.  When a wgmma body's turn spans the back edge and the
+    look-ahead turn (``_look_ahead``) beats it, the schedule is the look-ahead's and ``plain`` is
+    ``((schedule, split graph, machine), note)`` of the turn across the back edge (the fallback); else None."""
     warps, g = _consumer_threads(func) // 32, CONSUMER_GROUPS
     if warps % g or (_has_wgmma(func) and (warps // g) % 4):
         whole = " of whole warp groups (wgmma)" if _has_wgmma(func) else ""
-        return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}", ()
+        return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}", (), None
     rotated, sections = rotate_turns(graph, names)
     wraps, graph = rotated is not graph, rotated   # the first turn spans the back edge
     if not sections:
         return None, None, (f"one group: no consumer statement uses the tensor core, so {g} groups would have "
-                            "nothing to take turns on"), ()
+                            "nothing to take turns on"), (), None
     split = with_turns(split_consumers(graph, names, g), sections, g)
     on = replace(machine.generic_roles(), warp_groups=g + 1)
     gopts = replace(opts, time_limit=min(opts.time_limit, GROUPS_TIME_LIMIT))
     try:
         sched = solve(split, on, options=gopts)
     except TwillError as e:
-        return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})", sections
+        return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})", sections, None
     ii = sched.ii * q
-    lb = sched.lower_bound.ii * q if sched.lower_bound is not None else None
-    proof = "" if sched.optimal else \
-        " (optimal: no ii below it; the time limit cut the tie-breaks short)" if sched.ii_optimal else \
-        " (not proven optimal" + (f": no ii below {lb} cycles)" if lb else ")")
+    proof = _proof(sched, q)
     if sched.ii >= one_ii:
         return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "
-                                          f"cycles{proof}, no better than one group's {one_ii * q}"), sections
+                                          f"cycles{proof}, no better than one group's {one_ii * q}"), sections, None
     from .solvers import prepare
     placed = place_groups(sched, split, names, g)
     prep = prepare(split, on, opts)
@@ -259,15 +273,57 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
     if bad:
         return None, (sched, split, on), (f"one group: the joint schedule of {g} groups (ii {ii} cycles) with "
                                           f"each group on a warp role of its own fails the checker ({bad[0]})"), \
-            sections
+            sections, None
     order = tuple(range(g))
     turns = "; ".join(", ".join(sec) for sec in sections)
     if wraps:
         turns += f" (spanning the back edge: from {sections[0][0]} of iteration k to {sections[0][-1]} of k + 1)"
-    return order, (placed, split, on), (
-        f"{g} groups of {warps // g} warps taking turns on the tensor core ({len(sections)} turn(s) per "
-        f"iteration: {turns}; the rest of each group's work runs under the other group's turns): ii {ii} "
-        f"cycles{proof} vs {one_ii * q} with one group"), sections
+    note = (f"{g} groups of {warps // g} warps taking turns on the tensor core ({len(sections)} turn(s) per "
+            f"iteration: {turns}; the rest of each group's work runs under the other group's turns): ii {ii} "
+            f"cycles{proof} vs {one_ii * q} with one group")
+    ahead = _look_ahead(func, split, sections, g, on, gopts, solve, names, opts, sched.ii, q) if wraps else None
+    if ahead is None:
+        return order, (placed, split, on), note, sections, None
+    sched2, split2, proof2 = ahead
+    first = list(takewhile(lambda n: n in sections[0], (op.name for op in graph.ops if op.name not in names)))
+    last = [n for n in sections[0] if n not in first]     # the turn: the last run, then the first (rotate_turns)
+    note2 = (f"{g} groups of {warps // g} warps taking turns on the tensor core with a look-ahead (1 turn per "
+             f"iteration: {', '.join(first)} of iteration k, then {', '.join(last)} of k - 1 left in flight until a "
+             f"statement depends on it; the rest of each group's work runs under its own in-flight GEMM and the other "
+             f"group's turns): ii {sched2.ii * q} cycles{proof2} vs {ii} with the turn across the back edge, "
+             f"{one_ii * q} with one group")
+    return order, (sched2, split2, on), note2, sections, ((placed, split, on), note)
+
+
+def _look_ahead(func, split, sections, g, on, gopts, solve, names, opts, ii: int, q: int):
+    """The look-ahead turn (``model.groups.look_ahead``, ``transforms.look_ahead``) of a wgmma body whose one
+    turn spans the back edge: (placed schedule, its graph, the proof note) when its ii is smaller than ``ii``
+    (the turn across the back edge) and each group on a role of its own passes the checker, else None."""
+    if not _has_wgmma(func):
+        return None
+    graph = look_ahead(split, sections, g)
+    if graph is None:
+        return None
+    try:
+        sched = solve(graph, on, options=gopts)
+    except TwillError:
+        return None
+    if sched.ii >= ii:
+        return None
+    from .solvers import prepare
+    placed = place_groups(sched, graph, names, g)
+    prep = prepare(graph, on, opts)
+    if check(placed, prep.graph, prep.machine):
+        return None
+    return placed, graph, _proof(sched, q)
+
+
+def _proof(sched, q: int) -> str:
+    """What the note says of a schedule's optimality."""
+    lb = sched.lower_bound.ii * q if sched.lower_bound is not None else None
+    return "" if sched.optimal else \
+        " (optimal: no ii below it; the time limit cut the tie-breaks short)" if sched.ii_optimal else \
+        " (not proven optimal" + (f": no ii below {lb} cycles)" if lb else ")")
 
 
 def _ring_fit(copies, depth: int, machine, others=()) -> tuple[int, int, str]:
@@ -419,11 +475,11 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
         split = (len(consumer_roles), ws.ii * q)
         solved_on = replace(machine, warp_groups=2)  # role 1 streams, role 0 runs the rest
         ws = solve(graph, solved_on, options=opts)
-    order, grouped, note, sections = order_consumer_groups(sch.mod[ref.func], graph, names, machine, opts, solve,
-                                                           ws.ii, q)
+    order, grouped, note, sections, plain = order_consumer_groups(sch.mod[ref.func], graph, names, machine, opts,
+                                                                  solve, ws.ii, q)
     groups_ii = grouped[0].ii * q if grouped is not None else None
 
-    def finish(ws, graph, solved_on, order, note, one_group=None):
+    def finish(ws, graph, solved_on, order, note, one_group=None, no_lookahead=None):
         ii_ws = ws.ii * q
         ring, ring_note = _latency_depth(depth, ex, names, ii_ws, depth_note)  # the schedule holds with fewer slots
         threads = _consumer_threads(sch.mod[ref.func])
@@ -442,12 +498,14 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
                                   barriers=barriers, registers=budgets, joint_split=split, register_peaks=peak,
                                   consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
                                   one_group=one_group, depth_note=ring_note, solved_graph=prepared.graph,
-                                  solved_machine=prepared.machine, turn_sections=sections if order else ())
+                                  solved_machine=prepared.machine, turn_sections=sections if order else (),
+                                  lookahead=no_lookahead is not None, no_lookahead=no_lookahead)
 
     if order is None:
         return finish(ws, graph, solved_on, None, note)
     base = finish(ws, graph, solved_on, None, note)
-    return finish(grouped[0], grouped[1], grouped[2], order, note, one_group=base)
+    wrapped = None if plain is None else finish(*plain[0], order, plain[1], one_group=base)
+    return finish(grouped[0], grouped[1], grouped[2], order, note, one_group=base, no_lookahead=wrapped)
 
 
 def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None = None
@@ -458,14 +516,20 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_lim
     swizzled rings' 1024-byte alignment pads put them past it (``WsKernelFacts.swizzle_pad_bytes``),
     the plan decides on no swizzle and the kernel is emitted without it (``tvm_twill.ws_swizzle = 0``,
     said in the plan).  Ordered consumer groups the transform refuses: one group, said in the plan.
-    At most two attempts (ordered groups, then one group), each at most two emissions."""
+    At most three attempts (the look-ahead turn, ordered groups, then one group), each at most two
+    emissions."""
     saved = {k: ref.node.annotations[k] for k in (*ANNOTATION_KEYS, *WS_KEYS) if k in (ref.node.annotations or {})}
     try:
         return _attempt(sch, ref, ws, target, smem_limit, saved)
     except UnsupportedLoopError as e:
+        why = str(e).removeprefix("warp specialization: ")
+        if ws.no_lookahead is not None:
+            plain = ws.no_lookahead
+            plain = replace(plain, groups_note=f"{plain.groups_note}; the transform refused the look-ahead turn "
+                                               f"({why})")
+            return apply_warp_specialization(sch, ref, plain, target, smem_limit)
         if ws.one_group is None:
             raise
-        why = str(e).removeprefix("warp specialization: ")
         one = replace(ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})")
         return _attempt(sch, ref, one, target, smem_limit, saved)
 
@@ -500,11 +564,16 @@ def _emit(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None) -> W
         sch.annotate(ref.rv, WS_REGISTERS, list(ws.registers))
     if ws.consumer_order is not None:
         sch.annotate(ref.rv, WS_CONSUMER_ORDER, list(ws.consumer_order))
+    if ws.lookahead:
+        sch.annotate(ref.rv, WS_LOOKAHEAD, 1)
     facts, report = emit_and_check(sch.mod, target)
     if ws.turn_sections and facts.order_sections != len(ws.turn_sections):
         raise UnsupportedLoopError(
             f"warp specialization: the kernel's consumer groups take {facts.order_sections} turn(s) per iteration, "
             f"the plan's schedule {len(ws.turn_sections)} ({'; '.join(', '.join(t) for t in ws.turn_sections)})")
+    if facts.order_lookahead != ws.lookahead:
+        raise UnsupportedLoopError(f"warp specialization: the kernel {'lacks' if ws.lookahead else 'has'} the "
+                                   f"look-ahead turn the plan's schedule {'has' if ws.lookahead else 'lacks'}")
     if smem_limit is not None and facts.static_bytes > min(STATIC_SMEM_BYTES, smem_limit):
         raise UnsupportedLoopError(
             f"warp specialization: the {ws.ring_depth}-slot rings and mbarriers need {facts.static_bytes} B of "

@@ -139,14 +139,17 @@ def test_attention(tmp_path):
     # FA4's split on b200: two softmax groups, a correction group, one MMA issuer, the loads
     assert re.search(r"fa_fwd_blackwell_fa4 \(b200\): .*softmax0: R_a, P_a; softmax1: R_b, P_b; "
                      r"correction: C_a, C_b; mma: S_a, O_a, S_b, O_b; load: load_K, load_V", out)
-    # FA3's ping-pong on the wgmma kernel's own plan: two consumer warp groups, one turn per iteration
+    # FA3's ping-pong on the wgmma kernel's own plan: two consumer warp groups, one look-ahead turn per iteration
     nine = out[out.index("== 9."):]
-    assert "2 groups of 4 warps taking turns on the tensor core (1 turn(s) per iteration: O_mma_o, S_mma_o " \
-           "(spanning the back edge" in nine
-    busy = re.search(r"tensor core busy in the steady state: (\d+)% with two consumer warp groups \(ii (\d+) "
-                     r"cycles\), (\d+)% with one \(ii (\d+) cycles\)", nine)
-    assert busy and int(busy.group(1)) > int(busy.group(3)) and int(busy.group(2)) < int(busy.group(4))
-    assert "bar_sync_count_sync(((uint)((ws_warp >> 2) + 1)), (uint)256)" in nine
+    assert "2 groups of 4 warps taking turns on the tensor core with a look-ahead (1 turn per iteration: " \
+           "S_mma_o of iteration k, then O_mma_o of k - 1 left in flight" in nine
+    busy = re.search(r"tensor core busy in the steady state: (\d+)% with two consumer warp groups and the "
+                     r"look-ahead turn \(ii (\d+) cycles\), (\d+)% with the turn across the back edge \(ii (\d+) "
+                     r"cycles\), (\d+)% with one group \(ii (\d+) cycles\)", nine)
+    assert busy and int(busy.group(1)) == 100
+    assert int(busy.group(1)) > int(busy.group(3)) > int(busy.group(5))
+    assert int(busy.group(2)) < int(busy.group(4)) < int(busy.group(6))
+    assert "bar_sync_count_sync(((uint)((ws_warp >> 2) + 1)), (uint)256)" in nine and "if (1 <= ws_k)" in nine
 
 
 @needs_tvm

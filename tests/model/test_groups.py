@@ -266,3 +266,60 @@ def test_the_turn_across_the_back_edge_is_fa3s_ping_pong_and_not_slower():
     c = {n: split.op(n).cycles for n in split.names}
     # turns in the order group 0, group 1, group 0 (next iteration): each starts after the other's ends
     assert t["O@1"] >= t["S@0"] + c["S@0"] and t["O@0"] + two.ii >= t["S@1"] + c["S@1"]
+
+
+# ---------------------------------------------------------------------------- the look-ahead turn
+from tvm_twill.model.groups import look_ahead  # noqa: E402
+
+
+def _fa_split():
+    ops = (Op("K", 4, "TMA"), Op("S", 8, "TC"), Op("St", 2, "ALU"), Op("P", 8, "SFU"), Op("O", 8, "TC"))
+    edges = (Edge("K", "S", 0), Edge("S", "St", 8), Edge("St", "P", 2), Edge("P", "O", 8), Edge("O", "O", 8, 1))
+    loop = in_program_order(Graph("fa", ops, edges, machine="h100", normalize=False), {"K"})
+    rotated, sections = rotate_turns(loop, {"K"})
+    return with_turns(split_consumers(rotated, {"K"}, 2), sections, 2), sections
+
+
+def test_the_look_ahead_graph_flips_the_turn_and_defers_os_wait():
+    """Edges read off by hand for FA's loop: per group S before O (S's cycles), the softmax's first statement
+    once O is issued (1), P (which overwrites what O reads) once O is done; the turn O of group 0 -> S of
+    group 1 -> S of group 0 in the next iteration; the turn across the back edge's O -> S and S -> St edges
+    gone."""
+    split, sections = _fa_split()
+    ahead = look_ahead(split, sections, 2)
+    order = {(e.src, e.dst, e.delay, e.distance) for e in ahead.edges if e.kind == "order"}
+    c = 4                                                                   # each group's half of 8 cycles
+    for g in (0, 1):
+        assert (f"S@{g}", f"O@{g}", c, 0) in order and (f"O@{g}", f"St@{g}", 1, 0) in order
+        assert (f"O@{g}", f"P@{g}", c, 0) in order                         # P_k overwrites what O_(k-1) read
+        assert not any(e[:2] in {(f"O@{g}", f"S@{g}"), (f"S@{g}", f"St@{g}")} for e in order)
+    assert ("O@0", "S@1", c, 0) in order and ("O@1", "S@0", c, 1) in order
+    assert not any(e[:2] in {("S@0", "O@1"), ("S@1", "O@0")} for e in order)
+    assert [e for e in ahead.edges if e.kind == "data"] == [e for e in split.edges if e.kind == "data"]
+
+
+def test_the_look_ahead_graph_needs_one_turn_across_the_back_edge():
+    split, sections = _fa_split()
+    assert look_ahead(split, (), 2) is None
+    assert look_ahead(split, (("S",), ("O",)), 2) is None                  # a turn per GEMM
+    assert look_ahead(split, (("S", "O"),), 2) is None                     # not the last run, then the first
+
+
+def test_the_look_ahead_turn_overlaps_a_groups_softmax_with_its_own_gemm():
+    """A softmax longer than the GEMMs (St 16, P 16 cycles against S, O 8): the turn across the back edge
+    leaves the tensor core idle (ii 24 > 16 cycles of GEMMs), the look-ahead turn puts a group's St under its
+    own in-flight O and reaches ii 17; in its schedule St overlaps that O in some group, and P (which
+    overwrites what O reads) still starts only after O ends, and O after S."""
+    ops = (Op("K", 4, "TMA"), Op("S", 8, "TC"), Op("St", 16, "ALU"), Op("P", 16, "SFU"), Op("O", 8, "TC"))
+    edges = (Edge("K", "S", 0), Edge("S", "St", 8), Edge("St", "P", 16), Edge("P", "O", 16), Edge("O", "O", 8, 1))
+    loop = in_program_order(Graph("fa", ops, edges, machine="h100", normalize=False), {"K"})
+    rotated, sections = rotate_turns(loop, {"K"})
+    split = with_turns(split_consumers(rotated, {"K"}, 2), sections, 2)
+    plain, _ = _solve(split, 3)
+    ahead = look_ahead(split, sections, 2)
+    sched, _ = _solve(ahead, 3)
+    assert (plain.ii, sched.ii) == (24, 17)
+    t, c = {n: sched.ops[n].time for n in sched.ops}, {n: ahead.op(n).cycles for n in ahead.names}
+    for g in (0, 1):
+        assert t[f"O@{g}"] >= t[f"S@{g}"] + c[f"S@{g}"] and t[f"P@{g}"] >= t[f"O@{g}"] + c[f"O@{g}"]
+    assert any(t[f"St@{g}"] < t[f"O@{g}"] + c[f"O@{g}"] for g in (0, 1))

@@ -395,3 +395,68 @@ def test_a_wrapped_turn_counts_fewer_turns():
 def test_bad_wrap_is_refused(kw):
     with pytest.raises(InputError, match="ring wrap must be a bool"):
         RingProtocol(**{"depth": 2, "consumers": 4, **kw})
+
+
+# ---------------------------------------------------------------------------- the look-ahead turn
+# Iteration i's turn issues S_i (slot i) and O_{i-1} (slot i - 1, left in flight to the wait): release lag 1,
+# one more turn after the loop around the last O (epilogue_turn), the last group's epilogue pass skipped.
+def _ahead(depth, consumers, order, **kw):
+    return RingProtocol(depth, consumers, order=order, **{"release_lag": 1, "groups": 2, "epilogue_turn": True, **kw})
+
+
+@pytest.mark.parametrize("depth,consumers,order", [(2, 2, (0, 1)), (2, 2, (1, 0)), (3, 4, (0, 1)),
+                                                   (2, 3, (2, 0, 1)), (2, 8, (0, 1))])
+def test_a_look_ahead_turn_has_no_violation(depth, consumers, order):
+    for n in (1, 2, depth + 2):
+        report = check_ring(_ahead(depth, consumers, order), n)
+        assert report.ok, (n, report.violations)
+
+
+LOOKAHEAD_BUGS = {
+    **ORDER_BUGS,
+    "release before the wait": (dict(release_after_read=False), "overwrite"),
+    "a wait leaving the previous O in flight": (dict(wait_pending=3), "overwrite"),
+    "every group passes after the loop": (dict(skip_last_pass=False), "barrier-leftover"),
+    "no final release": (dict(final_release=False), "deadlock"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(LOOKAHEAD_BUGS))
+@pytest.mark.parametrize("depth,consumers,order", [(2, 2, (0, 1)), (2, 4, (1, 0)), (2, 3, (2, 0, 1))])
+def test_seeded_bug_of_the_look_ahead_turn_is_caught(bug, depth, consumers, order):
+    fields, kind = LOOKAHEAD_BUGS[bug]
+    report = check_ring(_ahead(depth, consumers, order, **fields))
+    assert not report.ok and report.violations[0].kind == kind, (bug, report.violations[:1])
+
+
+def test_the_epilogue_turn_is_taken_in_order():
+    """The last group's epilogue turn waits for the first group's: out of turn it is an order violation; the
+    states of the turn after the loop are explored (more than without it)."""
+    with_turn = check_ring(_ahead(2, 2, (0, 1)), 3)
+    without = check_ring(RingProtocol(2, 2, order=(0, 1), release_lag=1, groups=2), 3)
+    assert with_turn.ok and without.ok and with_turn.states > without.states
+    early = check_ring(_ahead(2, 2, (0, 1), pass_after_read=False), 3)
+    assert not early.ok and early.violations[0].kind == "order"
+
+
+@pytest.mark.parametrize("kw", [dict(epilogue_turn=True), dict(epilogue_turn=True, order=(0, 1)),
+                                dict(epilogue_turn=1, order=(0, 1), release_lag=1),
+                                dict(epilogue_turn=True, release_lag=1)])
+def test_bad_epilogue_turn_is_refused(kw):
+    with pytest.raises(InputError, match="ring epilogue_turn must be a bool"):
+        RingProtocol(**{"depth": 2, "consumers": 4, **kw})
+
+
+def test_a_repeated_check_is_answered_from_the_first_and_the_answers_kept_are_bounded():
+    """The transform checks the protocol it emitted and the same protocol read off the compiled kernel: the
+    second check returns the first's report; other iterations or budgets are checked anew; at most 64 kept."""
+    from tvm_twill.model import protocol
+
+    first = check_ring(RingProtocol(2, 3))
+    assert check_ring(RingProtocol(2, 3)) is first
+    assert check_ring(RingProtocol(2, 3), 3) is not first and check_ring(RingProtocol(2, 3), 3).iterations == 3
+    for depth in range(1, 9):
+        for consumers in range(1, 10):
+            check_ring(RingProtocol(depth, consumers), 1)
+    assert len(protocol._REPORTS) <= 64
+    assert check_ring(RingProtocol(2, 3)).states == first.states and check_ring(RingProtocol(2, 3)).ok

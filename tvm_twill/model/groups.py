@@ -47,6 +47,13 @@ so every solver and the independent checker see them as dependences):
   the turn lies in one iteration (``retime``: the last run's ops counted one
   iteration later, which changes no dependence), and the kernel's first
   and last turns are that turn's halves (``transforms.consumer_order``).
+* ``look_ahead``: the same turn with its GEMMs in the other order, as FA3
+  issues them (``transforms.look_ahead``): a group's turn issues the first
+  run of iteration ``i + 1`` (S) and then the last run of ``i`` (O), which
+  stays in flight: the group's next statement starts once O is issued, and
+  a statement waits for O only where it depends on it (it overwrites what O
+  reads, or uses what O writes), so the group's softmax runs under its own
+  O GEMM as well as under the other group's turn.
 """
 from __future__ import annotations
 
@@ -55,7 +62,7 @@ from dataclasses import replace
 from ..errors import InputError
 from .graph import Edge, Graph, Op
 
-__all__ = ["group_name", "group_order", "in_program_order", "place_groups", "retime", "rotate_turns",
+__all__ = ["group_name", "group_order", "in_program_order", "look_ahead", "place_groups", "retime", "rotate_turns",
            "split_consumers", "turn_sections", "with_turns"]
 
 #: The unit whose sections ordered consumer groups take turns on.
@@ -250,3 +257,52 @@ def place_groups(schedule, split: Graph, producers, groups: int):
             raise InputError(f"op '{name}' is not a consumer-group copy (name@g, g < {groups})")
         ops[name] = replace(p, warp=free[int(g)])
     return replace(schedule, ops=ops)
+
+
+def _group_of(name: str) -> str | None:
+    return name.rpartition("@")[2] if "@" in name else None
+
+
+def look_ahead(split: Graph, sections, groups: int) -> Graph | None:
+    """``split`` (``with_turns``' graph of ``groups`` groups over a ``rotate_turns`` graph whose one turn
+    ``sections[0]`` is the last run of iteration i followed by the first run of i + 1) with the turn's order
+    flipped (module docstring): in each group the first run's last op precedes the last run's first op (delay:
+    its cycles), the last run's last op ``O`` precedes the group's statement after the first run with delay
+    1 (issued, not finished), and for each dependence ``x -> O`` of distance ``d >= 1`` inside the group,
+    ``O -> x`` of distance ``d - 1`` with O's cycles (x, one iteration on, waits for O); the program-order
+    edges these replace (``O -> first`` and ``first -> after``) and the turns between groups are dropped
+    and the turns re-made as ``O`` of group g before the first run of group g + 1 (of the next iteration
+    after the last group).  None when the turn does not span the back edge this way (one section whose ops
+    are the body's first ops followed by its last ones) or nothing follows the first run."""
+    order = list(dict.fromkeys(n.rpartition("@")[0] for n in split.names if "@" in n))   # program order
+    if len(sections) != 1:
+        return None
+    turn = sections[0]
+    first = []
+    for n in order:
+        if n not in turn:
+            break
+        first.append(n)
+    last = [n for n in turn if n not in first]
+    if not first or not last or len(order) <= len(first) or order[-len(last):] != last or \
+            list(turn) != last + first:
+        return None
+    after = order[len(first)]
+    drop = set()
+    for g in range(groups):
+        drop |= {(group_name(last[-1], g), group_name(first[0], g)), (group_name(first[-1], g), group_name(after, g))}
+    keep = [e for e in split.edges if not (e.kind == "order" and ((e.src, e.dst) in drop or
+                                                                 _group_of(e.src) != _group_of(e.dst)))]
+    add = []
+    for g in range(groups):
+        o = group_name(last[-1], g)
+        add += [Edge(group_name(first[-1], g), group_name(last[0], g), delay=split.op(group_name(first[-1], g)).cycles,
+                     kind="order"),
+                Edge(o, group_name(after, g), delay=1, kind="order")]
+        lasts = {group_name(n, g) for n in last}
+        add += [Edge(o, e.src, delay=split.op(o).cycles, distance=e.distance - 1, kind="order")
+                for e in split.edges if e.kind == "data" and e.dst in lasts and e.distance >= 1
+                and _group_of(e.src) == str(g) and e.src != e.dst]
+        nxt = (g + 1) % groups
+        add.append(Edge(o, group_name(first[0], nxt), delay=split.op(o).cycles, distance=int(nxt == 0), kind="order"))
+    return split.replace(edges=tuple(keep + add))

@@ -15,6 +15,7 @@ from typing import Mapping
 from ..errors import InputError
 
 __all__ = ["ANNOTATION_KEYS", "ASYNC_STAGES", "ORDER", "PipelineAnnotation", "STAGE", "WS_CONSUMER_ORDER", "WS_DEPTH", "WS_KEYS",
+           "WS_LOOKAHEAD",
            "WS_REGISTERS", "WS_SWIZZLE", "WS_WGMMA_OVERLAP"]
 
 #: Loop annotation keys read by InjectSoftwarePipeline (the one place they are spelled).
@@ -31,7 +32,10 @@ WS_REGISTERS = "tvm_twill.ws_registers"
 #: The token order of ordered consumer groups (a permutation of 0..G-1; G groups of consumer warps take
 #: turns through named barriers, ``transforms.consumer_order``); absent: one consumer group.
 WS_CONSUMER_ORDER = "tvm_twill.ws_consumer_order"
-WS_KEYS = (WS_DEPTH, WS_REGISTERS, WS_CONSUMER_ORDER)
+#: 1: ordered wgmma consumer groups take the look-ahead turn (each turn issues the first tensor-core run of
+#: iteration k, then the last run of k - 1 left in flight, ``transforms.look_ahead``); absent or 0: not.
+WS_LOOKAHEAD = "tvm_twill.ws_lookahead"
+WS_KEYS = (WS_DEPTH, WS_REGISTERS, WS_CONSUMER_ORDER, WS_LOOKAHEAD)
 #: Optional (a user's, not written by auto_pipeline): 0 keeps the consumer's wgmma groups synchronous
 #: (``wait_group 0`` after each); absent or 1: one iteration's groups stay in flight where safe
 #: (``transforms.wgmma_overlap``).

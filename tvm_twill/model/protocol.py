@@ -101,7 +101,12 @@ the last section's read is done (a release must come after it).  With
 ``wrap`` the last section of iteration ``i`` and section 0 of iteration
 ``i + 1`` are one turn: section 0's turn is taken only in iteration 0 and
 the last section's pass only in the last iteration (the token order counts
-turns, ``i (S - 1) + section``, the wrapped pair sharing one).  Rows added
+turns, ``i (S - 1) + section``, the wrapped pair sharing one).  With
+``epilogue_turn`` (``release_lag`` 1: the look-ahead consumer, whose
+iteration ``i`` issues the reads of slot ``i``'s second GEMM only in
+iteration ``i + 1``) each group takes one more turn after the loop, around
+its final wait; every group passes in the loop's last iteration and
+``skip_last_pass`` skips the last group's epilogue pass.  Rows added
 to either table, turn, read and pass taking the read's place in the
 program, once per section (``succ(g)``: the group after ``g`` in ``order``, cyclic):
 
@@ -202,6 +207,12 @@ class RingProtocol:
     one turn (FA3's ping-pong, ``model.groups.rotate_turns``): section 0
     takes a turn only in iteration 0, the last section passes only in the
     last iteration, and the ring's release and next wait lie inside the turn.
+    ``epilogue_turn`` (``order``, ``release_lag`` 1, one section): the look-ahead
+    consumer (``transforms.consumer_order``): the turn goes round once more
+    after the loop, each group's turn holding its last in-flight reads' issue
+    and wait (the final wait); the pass every group gives in the loop's last
+    iteration, and only the last group's epilogue pass is skipped
+    (``skip_last_pass``).
     """
 
     depth: int
@@ -225,6 +236,7 @@ class RingProtocol:
     skip_last_pass: bool = True
     sections: int = 1
     wrap: bool = False
+    epilogue_turn: bool = False
 
     def __post_init__(self):
         for name in ("depth", "consumers"):
@@ -257,6 +269,10 @@ class RingProtocol:
         if not isinstance(self.wrap, bool) or (self.wrap and sec < 2):
             raise InputError(f"ring wrap must be a bool, True only with sections >= 2, got {self.wrap!r} with "
                              f"{sec} section(s)")
+        if not isinstance(self.epilogue_turn, bool) or (self.epilogue_turn and (
+                o is None or self.release_lag != 1 or sec != 1)):
+            raise InputError(f"ring epilogue_turn must be a bool, True only with an order, release_lag 1 and one "
+                             f"section, got {self.epilogue_turn!r}")
         for name in ("full_count", "empty_count", "bar_count"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
@@ -303,6 +319,16 @@ def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states
     n = proto.depth + 2 if iterations is None else int(iterations)
     if n < 1:
         raise InputError(f"iterations must be >= 1, got {iterations!r}")
-    states, violation = explore(Ring.build(proto, n), max_states)
-    return ProtocolReport(protocol=proto, iterations=n, states=states,
-                          violations=(violation,) if violation else ())
+    key = (proto, n, max_states)
+    if key not in _REPORTS:   # the same protocol is checked as emitted and as read off the compiled kernel
+        states, violation = explore(Ring.build(proto, n), max_states)
+        if len(_REPORTS) >= _CACHED:
+            _REPORTS.pop(next(iter(_REPORTS)))
+        _REPORTS[key] = ProtocolReport(protocol=proto, iterations=n, states=states,
+                                       violations=(violation,) if violation else ())
+    return _REPORTS[key]
+
+
+#: Reports of the protocols checked last (a check is a pure function of its arguments), oldest first.
+_REPORTS: dict = {}
+_CACHED = 64

@@ -80,9 +80,8 @@ class Warp(NamedTuple):
     pending: int
 
 
-@dataclass(frozen=True, slots=True)
-class RingState:
-    """One global state of the ring.
+class RingState(NamedTuple):
+    """One global state of the ring (a tuple: hashed and compared in C, as the explorer does for every state).
 
     ``consumers`` in canonical order (symmetry reduction); ``full`` / ``empty``: each slot's two mbarriers;
     ``named``: the arrivals of the current generation of each ordered group's named barrier (() unordered).
@@ -172,6 +171,12 @@ class Ring:
                         inside.update(dict.fromkeys(p[:p.index(pas) + 1], sec))
                 past[g, i] = done[g, i, proto.sections - 1]
                 section[g, i] = inside
+            p = _epilogue(proto, order, g)
+            next_pc[g, n] = dict(zip(p, p[1:] + [None]))
+            if proto.epilogue_turn:   # the turn after the loop: its read is the final wait
+                r = p.index(FINAL_WAIT)
+                done[g, n, 0] = _with_syncs([*p[r + 1:], FINISHED])
+                section[g, n] = dict.fromkeys(p[r + 1:p.index(PASS) + 1] if PASS in p[r:] else p[r + 1:r + 2], 0)
         return cls(proto, n, k, order, next_pc, past, done, section)
 
     @property
@@ -212,7 +217,9 @@ class Ring:
             return Warp(c.i, nxt, c.pending)
         if c.i + 1 < self.n:
             return Warp(c.i + 1, WAIT, c.pending)
-        return Warp(c.i + 1, FINAL_WAIT if self.proto.release_lag else FINISHED, c.pending)
+        if c.i < self.n and self.proto.release_lag:   # after the loop: the final wait (and turn), release
+            return Warp(self.n, _epilogue(self.proto, self.order, w // self.k)[0], c.pending)
+        return Warp(self.n, FINISHED, c.pending)
 
     def canon(self, cons: list, moved=None) -> tuple:
         """Symmetry: the warps of a group (all, without ``order``) are interchangeable; sort the groups ``moved``."""
@@ -253,7 +260,7 @@ class Ring:
         g = w // k
         what = f"section {sec} of iteration {i}" if self.proto.sections > 1 else f"section of iteration {i}"
         for v, c in enumerate(cons):
-            if v // k != g and c.i < self.n and c.pc in self.section[v // k, c.i]:
+            if v // k != g and c.pc in self.section.get((v // k, c.i), ()):
                 return (f"a consumer warp of group {g} starts its {what} while a warp of group {v // k} is in its "
                         f"section of iteration {c.i}")
         h, j, hs = self._before(g, i, sec)
@@ -282,13 +289,27 @@ def _program(proto: RingProtocol, order: tuple, n: int, g: int, i: int) -> list[
         for sec in range(proto.sections):
             t, rd, ps = (x + SECTION_PC * sec for x in (TURN, READ, PASS))
             head = [] if proto.wrap and sec == 0 and i > 0 else [t]     # wrap: the turn began in iteration i - 1
-            if (proto.skip_last_pass and g == order[-1] and i == n - 1 and sec == last) or \
+            if (proto.skip_last_pass and not proto.epilogue_turn and g == order[-1] and i == n - 1 and sec == last) or \
                     (proto.wrap and sec == last and i < n - 1):          # wrap: the turn goes on into i + 1
                 turns += [*head, rd]
             else:
                 turns += [*head, rd, ps] if proto.pass_after_read else [*head, ps, rd]
         body[r:r + 1] = turns
     return [WAIT, *body]
+
+
+def _epilogue(proto: RingProtocol, order: tuple, g: int) -> list[int]:
+    """The consumer pcs after the loop of a warp of group ``g`` (``release_lag`` 1; none otherwise): the final
+    wait and release, with ``epilogue_turn`` inside one more turn (the last group's pass skipped with
+    ``skip_last_pass``)."""
+    if not proto.release_lag:
+        return [FINISHED]
+    tail = [FINAL_WAIT, FINAL_RELEASE] if proto.final_release else [FINAL_WAIT]
+    if not proto.epilogue_turn:
+        return tail
+    body = [FINAL_WAIT] if proto.skip_last_pass and g == order[-1] else \
+        [FINAL_WAIT, PASS] if proto.pass_after_read else [PASS, FINAL_WAIT]
+    return [TURN, *body, *tail[1:]]
 
 
 # ---- producer and copy engine ----------------------------------------------------------------------------------
@@ -402,13 +423,18 @@ def consumer_release(ring, st, w, c, cons):
 
 
 def consumer_final_wait(ring, st, w, c, cons):
-    cons[w] = Warp(c.i, FINAL_RELEASE if ring.proto.final_release else FINISHED, 0)
-    return f"{ring.who(w // ring.k)} wgmma.wait_group 0 after the loop", st.empty, st.named, (w // ring.k,)
+    """``wait_group 0`` after the loop (with ``epilogue_turn``: the issue and wait of the turn after the loop)."""
+    label = f"{ring.who(w // ring.k)} wgmma.wait_group 0 after the loop"
+    bad = ring.proto.epilogue_turn and ring.out_of_order(st.consumers, w, c.i)
+    if bad:
+        return ProtocolViolation("order", bad, (label,))
+    cons[w] = ring.step(w, Warp(c.i, c.pc, 0))
+    return label, st.empty, st.named, (w // ring.k,)
 
 
 def consumer_final_release(ring, st, w, c, cons):
     rs = (ring.n - 1) % ring.proto.depth
-    cons[w] = Warp(c.i, FINISHED, c.pending)
+    cons[w] = ring.step(w, c)
     return (f"{ring.who(w // ring.k)} releases slot {rs} (iteration {ring.n - 1}) after the loop",
             arrive(st.empty, rs, ring.proto.empty_init), st.named, (w // ring.k,))
 

@@ -79,7 +79,7 @@ from .group_scratch import private_scratch
 from .role_barriers import GROUP_BARRIER
 from .tir_util import op_name, ws_fail
 
-__all__ = ["FIRST_BARRIER", "Ordering", "read_order", "tensor_core_runs"]
+__all__ = ["FIRST_BARRIER", "Ordering", "neutral", "read_order", "tensor_core_runs"]
 
 #: Named barrier of group c: FIRST_BARRIER + c (0 is __syncthreads); the hardware has 16.
 FIRST_BARRIER = 1
@@ -197,7 +197,7 @@ class Ordering:
         runs = [] if whole else tensor_core_runs(stmts)
         if not runs:
             return [self.turn(), *stmts, self.pass_on(k, trip)]
-        wrap = len(runs) > 1 and all(_neutral(st) for st in (*stmts[:runs[0][0]], *stmts[runs[-1][1]:]))
+        wrap = len(runs) > 1 and all(neutral(st) for st in (*stmts[:runs[0][0]], *stmts[runs[-1][1]:]))
         out, at = [], 0
         for n, (a, b) in enumerate(runs):
             turn, last = self.turn(), n == len(runs) - 1
@@ -225,18 +225,25 @@ class Ordering:
             stmt = stmt.then_case
         return isinstance(stmt, tirx.Evaluate) and op_name(stmt.value) == _ARRIVE
 
-    def facts(self, seq, reads, k, trip, placed) -> dict:
+    def facts(self, seq, reads, k, trip, placed, after=None) -> dict:
         """The ``WsKernelFacts`` order fields, read off the emitted loop body ``seq`` (flat statements;
-        ``reads``: indices of those reading a ring slot) and ``placed`` (the prologue and the loop)."""
+        ``reads``: indices of those reading a ring slot), ``placed`` (the prologue and the loop) and, with the
+        look-ahead turn (``look_ahead``), ``after``: the statement after the loop (its turn)."""
         turns = [i for i, st in enumerate(seq) if self.is_turn(st)]
         passes = [i for i, st in enumerate(seq) if self.is_pass(st)]
-        prologue = isinstance(placed, tirx.SeqStmt) and any(self.is_pass(st) for st in placed.seq[:-1])
-        skip = False
-        if passes and isinstance(seq[passes[-1]], tirx.IfThenElse):  # the last group's last pass is guarded
-            wpg = self.consumer_warps // self.groups
-            cond = seq[passes[-1]].condition
-            cond = substitute(cond, [(self.warp, tirx.const(self.order[-1] * wpg, "int32")), (k, trip - 1)])
-            skip = const_int(tvm.sym.Analyzer().simplify(cond)) == 0
+        prologue = isinstance(placed, tirx.SeqStmt) and self.is_pass(placed.seq[0])
+        wpg = self.consumer_warps // self.groups
+        last = tirx.const(self.order[-1] * wpg, "int32")
+
+        def skipped(st):   # a pass the last group does not give (in the last iteration)
+            cond = substitute(st.condition, [(self.warp, last), (k, trip - 1)])
+            return isinstance(st, tirx.IfThenElse) and const_int(tvm.sym.Analyzer().simplify(cond)) == 0
+        skip = bool(passes) and isinstance(seq[passes[-1]], tirx.IfThenElse) and skipped(seq[passes[-1]])
+        if after is not None:   # the look-ahead turn after the loop: its pass is the one the last group skips
+            tail = after.then_case if isinstance(after, tirx.IfThenElse) and not self.is_pass(after) else after
+            ends = [st for st in (tail.seq if isinstance(tail, tirx.SeqStmt) else [tail]) if self.is_pass(st)]
+            skip = not any(isinstance(seq[p], tirx.IfThenElse) for p in passes) and \
+                len(ends) == 1 and isinstance(ends[0], tirx.IfThenElse) and skipped(ends[0])
         # each turn passed on after its section and before the next turn, every read of a ring slot before the
         # last pass (the protocol counts the slot as read after the last section; a read before a turn follows
         # the wait on full[s] all the same)
@@ -246,10 +253,10 @@ class Ordering:
         wrap = len(turns) > 1 and isinstance(seq[turns[0]], tirx.IfThenElse)   # the first run's turn: k == 0 only
         return dict(order=self.order if turns else (), order_threads=self.threads, order_prologue=prologue,
                     pass_after_read=paired and inside, skip_last_pass=skip,
-                    order_sections=max(1, len(turns) - wrap), order_wrap=wrap)
+                    order_sections=max(1, len(turns) - wrap), order_wrap=wrap, order_lookahead=after is not None)
 
 
-def _neutral(stmt) -> bool:
+def neutral(stmt) -> bool:
     """A buffer declaration (no code runs there) or a proxy fence (it orders the group's own accesses, and
     is no statement of the plan's graph): either may sit inside a turn, so it does not keep the body from
     starting or ending with a run."""

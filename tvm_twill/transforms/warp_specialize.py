@@ -207,7 +207,11 @@ def _facts(ws: WsLoop, rings: Rings, th: WsThreads, copies: ProducerCopies, prod
     reads = [i for i, st in enumerate(seq) if any(uses_var(st, r) for r, _ in rings.rings.values())]
     releases = [i for i, st in enumerate(seq) if uses_var(st, empty)]
     waits = [i for i, st in enumerate(seq) if _ov.is_wait_group(st)]   # lag 1: the release follows it
-    after = list(cons.loop.seq[1:]) if ov is not None else []
+    ahead = cons.lookahead     # look-ahead: lag 1, this iteration's groups (issued in the next) + the wait's N
+    lag = ov is not None or ahead is not None
+    after = list(cons.loop.seq[1:]) if lag and isinstance(cons.loop, tirx.SeqStmt) else []
+    groups = ov[1] if ov is not None else ahead.groups if ahead is not None else 0
+    wait = _ov.wait_group_count(seq[waits[-1]]) if waits else 0
     od = cons.ordering
     return WsKernelFacts(depth=ws.depth, consumer_threads=ws.n_threads, producer_threads=th.producer_threads,
                          copy="bulk" if ws.bulk else "cp.async", full_count=prod.full_count,
@@ -218,10 +222,11 @@ def _facts(ws: WsLoop, rings: Rings, th: WsThreads, copies: ProducerCopies, prod
                          consumer_parities=_parities(cons.phase, cons.it, ws.depth),
                          tail_acquires=prod.tail_acquires,
                          release_last=bool(releases) and min(releases) > max(reads + waits, default=-1),
-                         release_lag=0 if ov is None else 1, wgmma_groups=0 if ov is None else ov[1],
-                         wgmma_wait=_ov.wait_group_count(seq[waits[-1]]) if waits else 0,
-                         final_release=ov is None or any(uses_var(st, empty) for st in after),
+                         release_lag=int(lag), wgmma_groups=groups,
+                         wgmma_wait=wait + groups if ahead is not None else wait,
+                         final_release=not lag or any(uses_var(st, empty) for st in after),
                          copy_plans=copies.plans, tensor_maps=copies.tensor_maps,
                          operand_layouts=_sw.describe(rings.swizzled, rings.why_not),
                          swizzle_pad_bytes=rings.pad_bytes,
-                         **(od.facts(seq, reads, cons.it, ws.trip, cons.placed) if od is not None else {}))
+                         **(od.facts(seq, reads, cons.it, ws.trip, cons.placed, after[0] if ahead and after else None)
+                            if od is not None else {}))

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 
 from ..frontend.ir import T, const_int, tirx
 from ..frontend.ir import substitute as _subst
-from ..model.pipeline import WS_WGMMA_OVERLAP
+from ..model.pipeline import WS_CONSUMER_ORDER, WS_LOOKAHEAD, WS_WGMMA_OVERLAP
+from . import look_ahead as _la
 from . import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
 from .consumer_order import Ordering, read_order
 from .proxy_fence import consumer_fence
-from .tir_util import i32, u32
+from .tir_util import i32, u32, ws_fail
 from .ws_copies import ProducerCopies
 from .ws_registers import WsThreads
 from .ws_rings import Rings, loop_flag, remap, slot_phase
@@ -56,6 +57,7 @@ class ConsumerLoop:
     phase: object         # the parity each iteration waits on full[s]
     overlap: tuple | None  # wgmma_overlap.overlap_groups' (section, groups), None when synchronous
     ordering: object      # consumer_order.Ordering, None without ordered groups
+    lookahead: object = None  # look_ahead.LookAheadBody of the look-ahead turn, None without it
 
 
 def wait(bar_ptr, parity, try_wait: bool, done):
@@ -118,10 +120,21 @@ def consumer_loop(ws: WsLoop, rings: Rings, th: WsThreads, overlap: bool | None)
         head.append(consumer_fence())           # one: the reader fences after the acquire (proxy_fence)
     if overlap is None:
         overlap = loop_flag(ws.loop, WS_WGMMA_OVERLAP)
-    ov = _ov.overlap_groups(stmts, ws.depth) if overlap else None
+    look = _la.read_flag(ws.loop)
+    ov = _ov.overlap_groups(stmts, ws.depth) if overlap and not look else None
     order = read_order(ws.loop)
     od = None if order is None else Ordering.build(order, th.warp, th.consumer_warps, stmts, _ov.has_wgmma(stmts),
                                                  (ws.ext, ws.tvars))
+    if look:   # the look-ahead turn: the last run of k - 1 in flight under k's work (look_ahead)
+        if od is None or not _ov.has_wgmma(stmts):
+            ws_fail(f"{WS_LOOKAHEAD} needs ordered consumer groups ({WS_CONSUMER_ORDER}) and a synchronous wgmma "
+                    "consumer body")
+        ahead = _la.split(stmts)
+        loop, after = _la.emit(od, ahead, it, ws.trip, head, release_of, lambda i: slot_phase(i, ws.depth)[0])
+        body = loop.body
+        loop = tirx.SeqStmt([loop, after]) if after is not None else loop
+        return ConsumerLoop(placed=tirx.SeqStmt([od.prologue(), loop]), loop=loop, body=body, it=it, phase=phase,
+                            overlap=None, ordering=od, lookahead=ahead)
     section = list(stmts if ov is None else ov[0])
     if od is not None:  # ordered consumer groups: my turn, a section, the next group's turn (consumer_order)
         section = od.take_turns(section, it, ws.trip, whole=ov is not None)

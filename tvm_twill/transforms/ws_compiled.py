@@ -207,6 +207,20 @@ def _shared_vars(stmt, barriers) -> bool:
     return bool(hit)
 
 
+def _ring_access(stmt, k) -> bool:
+    """Does ``stmt`` address shared memory at an index that depends on the loop variable ``k`` (a ring slot;
+    the rings and the consumers' scratch share one pool in the final TIR, and only the ring's slot moves with
+    the iteration)?"""
+    hit = []
+
+    def on_index(buf, indices):
+        if is_shared(scope_of(buf)) and any(uses_var(i, k) for i in indices):
+            hit.append(1)
+    tvm_ffi.structural_walk(stmt, [(tvm.ir.expr.TensorLoad, lambda x: on_index(x.source, x.indices)),
+                                   (tirx.BufferStore, lambda x: on_index(x.buffer, x.indices))])
+    return bool(hit)
+
+
 def _commits(stmt) -> int | None:
     """Commit groups one execution of ``stmt`` issues (a static count), or None."""
     if not _calls(stmt, _WG_COMMIT):
@@ -244,11 +258,47 @@ def _consumer(f: _Func, side, full, empty, depth: int) -> dict:
     if lag and not (isinstance(seq[releases[0]], tirx.IfThenElse) and
                     [f.value(seq[releases[0]].condition, [(k, i)]) for i in (0, 1)] == [0, 1]):
         _fail("the release of the previous iteration's slot is not skipped in iteration 0")
+    before, after = _around(side, loop, _BAR_SYNC)
+    warp = next((v for v, _ in f.lets if v.name == _ROLE_VAR), None)
+    ahead = any((f.value(c.args[0], [(warp, 0)] if warp is not None else []) or GROUP_BARRIER) < GROUP_BARRIER
+                for c in after)   # a turn after the loop: the look-ahead turn (look_ahead)
+    wait = (const_int(seq[waits[-1]].value.args[0]) or 0) if waits else 0
+    groups = _commits(loop.body) or 0
+    if ahead:   # the ring's reads are its slot's accesses; the groups in flight are the last run's, issued
+        reads = [i for i in reads if _ring_access(seq[i], k)]          # one iteration late
+        groups = _in_flight(seq, waits)
+        wait += groups
     return dict(loop=loop, seq=seq, reads=reads, parities=f.series(parity, loop, 2 * depth + 1, "consumers' parity"),
-                release_last=min(releases) > max(reads + waits, default=-1), lag=lag,
-                groups=_commits(loop.body) or 0,
-                wait=(const_int(seq[waits[-1]].value.args[0]) or 0) if waits else 0,
-                final_release=not lag or len(_arrivals(side, _ARRIVE, empty)) > len(_arrivals(loop, _ARRIVE, empty)))
+                release_last=min(releases) > max(reads + waits, default=-1), lag=lag, groups=groups, wait=wait,
+                final_release=not lag or len(_arrivals(side, _ARRIVE, empty)) > len(_arrivals(loop, _ARRIVE, empty)),
+                ahead=ahead)
+
+
+def _around(side, loop, name: str) -> tuple[list, list]:
+    """The calls ``name`` under ``side`` but not in ``loop``: (before it, after it), in walk order."""
+    inside = _calls(loop, name)
+    marks: list = []
+    tvm_ffi.structural_walk(side, [(tirx.For, lambda x: marks.append(x) if x.same_as(loop) else None),
+                                   (tvm.ir.expr.Call, lambda c: marks.append(c) if op_name(c) == name else None)])
+    at = next(i for i, x in enumerate(marks) if x.same_as(loop))
+    out = [x for x in marks if not any(x.same_as(c) for c in inside) and not x.same_as(loop)]
+    return [x for x in out if marks.index(x) < at], [x for x in out if marks.index(x) > at]
+
+
+def _in_flight(seq, waits) -> int:
+    """Commit groups the look-ahead loop leaves in flight at its wait: those of the statements after the last
+    one that waits inside itself (its first run), up to the loop's own ``wgmma.wait_group`` (the last run of
+    the previous iteration, under its ``if k >= 1``)."""
+    top = waits[-1] if waits else len(seq)
+    inner = [i for i, st in enumerate(seq[:top]) if _calls(st, _WG_WAIT)]
+    total = 0
+    for st in seq[inner[-1] + 1 if inner else 0:top]:
+        st = st.then_case if isinstance(st, tirx.IfThenElse) and st.else_case is None else st
+        n = _commits(st)
+        if n is None:
+            _fail("the look-ahead turn's wgmma commit groups in flight are not a static count")
+        total += n
+    return total
 
 
 def _consumer_warps(f: _Func, branch) -> int:
@@ -280,10 +330,9 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
     if None in ids or groups < 2 or warps % groups or sorted(set(ids)) != list(range(min(ids), min(ids) + groups)):
         _fail(f"the consumer warps' named barriers {ids} are not one per group of consecutive warps")
     per, first_id = warps // groups, min(ids)
-    prologue = [c for s in _nodes(side, tirx.IfThenElse) if not s.same_as(seq[passes[0]])
-                for c in _calls(s.then_case, _BAR_ARRIVE)] if passes else []
-    prologue = [c for c in prologue if not _calls(loop, _BAR_ARRIVE) or not any(
-        c.same_as(x) for x in _calls(loop, _BAR_ARRIVE))]
+    before, after = _around(side, loop, _BAR_ARRIVE)
+    guarded = [c for s in _nodes(side, tirx.IfThenElse) for c in _calls(s.then_case, _BAR_ARRIVE)]
+    prologue = [c for c in before if any(c.same_as(g) for g in guarded)] if passes else []
     nxt = {}
     if passes:
         arrive = _calls(seq[passes[0]], _BAR_ARRIVE)[0]
@@ -299,6 +348,11 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
         last = tirx.Add(loop.min, loop.extent) - 1
         cond = substitute(seq[passes[-1]].condition, [(loop.loop_var, last)])
         skip = f.value(cond, [(warp, order[-1] * per)]) == 0
+    if cons["ahead"]:   # the look-ahead turn: every group passes in the loop; the last skips the pass after it
+        ends = [s for s in _nodes(side, tirx.IfThenElse) if isinstance(s.then_case, tirx.Evaluate)
+                and any(c.same_as(s.then_case.value) for c in after)]
+        skip = not any(isinstance(seq[p], tirx.IfThenElse) for p in passes) and len(after) == 1 and \
+            len(ends) == 1 and f.value(ends[0].condition, [(warp, order[-1] * per)]) == 0
     wrap = _wraps(f, seq, turns, passes, loop, warp, order[0] * per)
     # a turn and its pass per section, in turn; every read of shared memory before the last pass (the model
     # counts the slot as read after the last section)
@@ -306,7 +360,7 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
         all(p < t for p, t in zip(passes, turns[1:]))
     return dict(order=tuple(order), bar_count=f.value(sync.args[1]) // 32, prologue_arrive=bool(prologue),
                 pass_after_read=paired and bool(passes) and max(passes) > max(reads, default=-1),
-                skip_last_pass=skip, sections=max(1, len(turns)), wrap=wrap)
+                skip_last_pass=skip, sections=max(1, len(turns)), wrap=wrap, epilogue_turn=cons["ahead"])
 
 
 def _wraps(f: _Func, seq, turns, passes, loop, warp, first_warp: int) -> bool:

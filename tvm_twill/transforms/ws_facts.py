@@ -35,7 +35,8 @@ class WsKernelFacts:
     operand_layouts: tuple[str, ...] = ()     # each wgmma-read ring's layout (wgmma_swizzle), or why not
     release_lag: int = 0                      # 1: iteration k releases slot k-1 after its wgmma.wait_group
     wgmma_groups: int = 0                     # lag 1: wgmma commit groups per consumer iteration
-    wgmma_wait: int = 0                       # lag 1: N of the wgmma.wait_group N ending each iteration
+    wgmma_wait: int = 0                       # lag 1: N of the wgmma.wait_group N ending each iteration (look-
+    #                                           ahead: N + wgmma_groups, pending in the model's count)
     final_release: bool = True                # lag 1: wait_group 0 + release of the last slot after the loop
     order: tuple[int, ...] = ()               # ordered consumer groups: their token order (consumer_order)
     order_threads: int = 0                    # threads per phase of each group's named barrier
@@ -44,6 +45,7 @@ class WsKernelFacts:
     skip_last_pass: bool = True               # the last group does not arrive in the last iteration
     order_sections: int = 1                   # turns per consumer iteration (runs of tensor-core statements)
     order_wrap: bool = False                  # the last run's turn goes on into the next iteration's first run
+    order_lookahead: bool = False             # look-ahead turn: last run of k-1 in k's turn, one more after
     swizzle_pad_bytes: int = 0                # of ring_bytes, the 1024-byte alignment pads of swizzled rings
 
     @property
@@ -78,4 +80,4 @@ class WsKernelFacts:
         return dict(order=tuple(self.order), bar_count=self.order_threads // 32,
                     prologue_arrive=self.order_prologue, pass_after_read=self.pass_after_read,
                     skip_last_pass=self.skip_last_pass, sections=self.order_sections + self.order_wrap,
-                    wrap=self.order_wrap)
+                    wrap=self.order_wrap, epilogue_turn=self.order_lookahead)
