@@ -9,7 +9,11 @@ as these variants (``variant_specs``):
   the model, which then keeps the loads synchronous: no cp.async stage);
 * ``simt_ws``: the same, ``auto_pipeline(..., warp_specialize=True)`` (producer warp, mbarrier rings);
 * on sm_80 only (its mma.sync code runs on Hopper too): ``tc_plain``, ``kernels.attention_tc.fa_forward_tc``
-  (tensor cores) unpipelined, and ``tc_swp``, pipelined by ``auto_pipeline`` (both under ``TC_PASS_CONFIG``).
+  (tensor cores) unpipelined, and ``tc_swp``, pipelined by ``auto_pipeline`` (both under ``TC_PASS_CONFIG``);
+* on sm_90a only: ``wgmma_plain``, ``kernels.attention_wgmma.fa_forward_wgmma`` (both GEMMs on wgmma, 128
+  query rows per CTA in two warp groups, 32 keys per tile) unpipelined, and ``wgmma_ws``, warp-specialized
+  by ``auto_pipeline(..., warp_specialize=True)``: FA3's two consumer warp groups taking the look-ahead turn
+  (both under ``WGMMA_PASS_CONFIG``).
 
 It writes ``dir/manifest.json`` and one ``.cu`` per variant.  The manifest carries per variant the kernel's
 name, grid, block, dynamic shared memory and parameters in PTX order (``{"kind": "buffer", "arg": "Q"}``,
@@ -40,7 +44,9 @@ CASES = ({"n": 2048, "timed": True}, {"n": 2021, "timed": True}, {"n": 5, "timed
 ARGS = ("Q", "K", "V", "O")
 #: Variants per arch: (family, pipelining); every one at head dim 64 and 128, causal and not.
 KINDS = {"sm_80": (("simt", "plain"), ("simt", "swp"), ("simt", "ws"), ("tc", "plain"), ("tc", "swp")),
-         "sm_90a": (("simt", "plain"), ("simt", "swp"), ("simt", "ws"))}
+         "sm_90a": (("simt", "plain"), ("simt", "swp"), ("simt", "ws"), ("wgmma", "plain"), ("wgmma", "ws"))}
+#: The wgmma kernel's tile: two consumer warp groups of 64 query rows, 32 keys per KV tile.
+WGMMA_TILE = {"block_m": 128, "block_n": 32}
 
 
 def variant_name(family: str, pipelining: str, d: int, causal: bool) -> str:
@@ -64,16 +70,21 @@ def build(spec: dict, arch: str, heads: int, q_len: int, time_limit: float):
     import tvm
 
     import tvm_twill
-    from tvm_twill.kernels import KV_LOOP, AttentionShape, fa_forward, fa_forward_tc
+    from tvm_twill.kernels import KV_LOOP, AttentionShape, fa_forward, fa_forward_tc, fa_forward_wgmma
     from tvm_twill.kernels.attention_tc import TC_PASS_CONFIG
+    from tvm_twill.kernels.attention_wgmma import WGMMA_PASS_CONFIG
 
-    shape = AttentionShape(head_dim=spec["head_dim"], causal=spec["causal"], heads=heads, q_len=q_len)
-    sch = tvm.s_tir.Schedule(fa_forward_tc(shape) if spec["family"] == "tc" else fa_forward(shape))
+    family = spec["family"]
+    shape = AttentionShape(head_dim=spec["head_dim"], causal=spec["causal"], heads=heads, q_len=q_len,
+                           **(WGMMA_TILE if family == "wgmma" else {}))
+    make = {"tc": fa_forward_tc, "wgmma": fa_forward_wgmma}.get(family, fa_forward)
+    config = {"tc": TC_PASS_CONFIG, "wgmma": WGMMA_PASS_CONFIG}.get(family, {})
+    sch = tvm.s_tir.Schedule(make(shape))
     plan = None
-    if spec["pipelining"] != "plain":
-        plan = tvm_twill.auto_pipeline(sch, KV_LOOP, arch, time_limit=time_limit,
-                                       warp_specialize=spec["pipelining"] == "ws")
-    config = TC_PASS_CONFIG if spec["family"] == "tc" else {}
+    if spec["pipelining"] != "plain":   # the wgmma kernel is planned under its config (its WS plan emits it)
+        with tvm.transform.PassContext(config=config if family == "wgmma" else {}):
+            plan = tvm_twill.auto_pipeline(sch, KV_LOOP, arch, time_limit=time_limit,
+                                           warp_specialize=spec["pipelining"] == "ws")
     with tvm.transform.PassContext(config=config):
         f = tvm_twill.build(sch.mod, arch, plan) if plan is not None else tvm_twill.build(sch.mod, arch)
     return shape, f, plan, sch

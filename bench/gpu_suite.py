@@ -17,8 +17,9 @@ two groups taking turns through named barriers); on sm_90a also the wgmma GEMM o
 no-swizzle layout), which reads B as N x K;
 see ``bench/gemm_gpu.py``), and in ``<arch>/attention`` the FlashAttention-forward kernels
 (``bench/attention_gpu.py``: the SIMT kernel unpipelined, software-pipelined and warp-specialized, on sm_80
-also the tensor-core kernel unpipelined and pipelined; head dim 64 and 128, causal and not; the KV length a
-scalar argument).  Every manifest entry carries the model's prediction (``plan.prediction()``: cycles per
+also the tensor-core kernel unpipelined and pipelined, on sm_90a also the wgmma kernel unpipelined and
+warp-specialized (FA3's two consumer warp groups with the look-ahead turn); head dim 64 and 128, causal and
+not; the KV length a scalar argument).  Every manifest entry carries the model's prediction (``plan.prediction()``: cycles per
 iteration, TFLOPS, bound; ``bench/predicted.py``).  ``run`` builds each kernel with ``nvcc -cubin``, checks
 the GEMMs against torch (fp32) and numpy (a row slice) and times them against ``torch.matmul`` (cuBLAS)
 (``bench/gpu_gemm_run.py``), checks the attention kernels against torch's
@@ -27,11 +28,11 @@ unpipelined kernel (``bench/gpu_attention_run.py``), prints predicted next to me
 error, and writes ``bench/results/gpu_gemm_<arch>.json`` and ``gpu_attention_<arch>.json`` with the device,
 the commit and the command.  A kernel that is not right is reported as wrong; the exit status is 1 then.
 
-GPU time budget.  The suite runs 15 GEMM variants + 2 cuBLAS baselines and 32 attention variants (20 on
-sm_80, 12 on sm_90a), each in its own process.  A GEMM variant is one nvcc, one check and 5 + 20 timed
+GPU time budget.  The suite runs 15 GEMM variants + 2 cuBLAS baselines and 40 attention variants (20 on
+sm_80, 20 on sm_90a), each in its own process.  A GEMM variant is one nvcc, one check and 5 + 20 timed
 launches of a 4096^3 product (about 1 ms each); an attention variant is four checks and, at the two timed
 KV lengths, 3 + 10 launches of the kernel and of SDPA (a SIMT kernel at 16 x 2048 x 2048, d 128, takes
-tens of ms) after one parallel nvcc of all 32 kernels: about 10-20 s a process, 10-12 minutes in all.  By
+tens of ms) after one parallel nvcc of all 40 kernels: about 10-20 s a process, 12-15 minutes in all.  By
 construction it stays under 20: ``run`` sets a deadline ``BUDGET_S`` (19 minutes) after it starts; each
 process gets at most ``VARIANT_TIMEOUT_S`` and never past the deadline, and a variant not started by
 then is reported ``not run`` (not a verdict on the kernel).

@@ -89,3 +89,30 @@ def test_emulate_runs_the_attention_kernels_and_catches_the_planted_bug(prepared
             assert res[name, n]["prediction"]["tflops"] >= 0 and res[name, n]["prediction"]["ii_cycles"] > 0
     bad = res["tc_swp_d64_causal_wait_removed", 37]
     assert bad["findings"] and any("AsyncReadBeforeWait" in f or "wait" in f.lower() for f in bad["findings"])
+
+
+def test_the_sm90a_suite_prepares_and_emulates_the_warp_specialized_wgmma_attention(tmp_path):
+    """sm_90a's wgmma variants: FA3's two consumer warp groups with the look-ahead turn (its plan recorded),
+    timed against the unpipelined wgmma kernel, and right on the emulator (one CTA of 128 query rows) at a
+    ragged KV length and at none."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import attention_gpu
+    names = {s["name"] for s in attention_gpu.variant_specs("sm_90a")}
+    assert {"wgmma_plain_d128_causal", "wgmma_ws_d128_causal", "wgmma_ws_d64"} <= names
+    assert not any(n.startswith("wgmma_") for n in (s["name"] for s in attention_gpu.variant_specs("sm_80")))
+    root = tmp_path / "kernels"
+    kdir = root / "sm_90a" / "attention"
+    assert attention_gpu.export(kdir, "sm_90a", 30, heads=1, q_len=128, only={"wgmma_ws_d64"}) == 0
+    (v,) = json.loads((kdir / "manifest.json").read_text())["variants"]
+    assert v["baseline"] == "wgmma_plain_d64" and v["block_m"] == 128 and v["block_n"] == 32
+    assert v["grid"] == [1, 1, 1] and v["prediction"]["machine"] == "h100"
+    src = (kdir / v["cu"]).read_text()
+    assert "if (1 <= ws_k)" in src and "wgmma" in src and "ws_full" in src      # the look-ahead turn
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_suite.py"), "emulate", str(root), "--blocks",
+                        "0,0,0", "--kv-len", "37", "0", "--save", "--results", str(tmp_path)],
+                       check=False, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "emulated_attention_sm_90a.json").read_text())
+    for x in doc["results"]:
+        assert x["status"] == "ok" and x["findings"] == [] and x["max_abs_err"] < 2e-2, x
+    assert sorted(x["n"] for x in doc["results"]) == [0, 37]

@@ -191,9 +191,36 @@ def _ungate_the_last_pass():
     return ungate
 
 
+def _release_first():
+    """A pass after ours moving the release of the last slot, in the turn after the loop, before its wgmma."""
+    from tvm_twill.transforms.tir_util import op_name
+
+    def calls(node, name):
+        out = []
+        tvm_ffi.structural_walk(node, [(tvm.ir.expr.Call, lambda c: out.append(c) if op_name(c) == name else None)])
+        return out
+
+    def move(s):
+        seq = s.then_case
+        if s.else_case is not None or not isinstance(seq, tvm.tirx.SeqStmt) or not calls(seq.seq[0],
+                                                                                         "tirx.ptx.bar_sync_count"):
+            return s
+        at = [i for i, x in enumerate(seq.seq) if calls(x, "tirx.ptx.mbarrier_arrive_nocount")]
+        if not at or not calls(seq, "tirx.ptx.wgmma_commit_group"):
+            return s
+        rest = [x for i, x in enumerate(seq.seq) if i != at[-1]]
+        return tvm.tirx.IfThenElse(s.condition, tvm.tirx.SeqStmt([rest[0], seq.seq[at[-1]], *rest[1:]]), None)
+
+    @tvm.tirx.transform.prim_func_pass(opt_level=0, name="ReleaseFirst")
+    def early(func, _mod, _ctx):
+        return func.with_body(tvm_ffi.structural_map(func.body, [(tvm.tirx.IfThenElse, move)], order="post"))
+    return early
+
+
 def test_the_compiled_protocol_has_the_look_ahead_turn():
     """Read off the final TIR (``ws_compiled``): the protocol the rewrite emitted, the turn after the loop
-    included; a pass after ours that lets the last group pass after the loop gets no kernel."""
+    included; a pass after ours that lets the last group pass after the loop, or that releases the last slot
+    before the wgmma reading it, gets no kernel."""
     from tvm_twill.transforms.ws_compiled import read_protocol
     from tvm_twill.transforms.ws_lowering import ws_passes
 
@@ -209,6 +236,8 @@ def test_the_compiled_protocol_has_the_look_ahead_turn():
         assert proto.epilogue_turn and proto.skip_last_pass and proto.release_lag == 1 and proto.groups == 2
         with pytest.raises(RuntimeError, match="barrier-leftover"):
             tvm.transform.Sequential(passes[:-2] + [_ungate_the_last_pass()] + passes[-2:])(mod)
+        with pytest.raises(RuntimeError, match="then issue and wait for its wgmma, then release the last slot"):
+            tvm.transform.Sequential(passes[:-2] + [_release_first()] + passes[-2:])(mod)
 
 
 def test_head_dim_64_not_causal_emulates_against_numpy():
@@ -284,6 +313,10 @@ def test_the_look_ahead_waits_where_the_softmax_first_depends_on_the_in_flight_g
                 "3 run(s) of tensor-core statements": [*stmts, body.between[0], *body.last],
                 "does not start and end with its tensor-core runs": [body.between[0], *stmts],
                 "runs both touch '": [*stmts, *body.first]}          # S .. O S: the last run O, S writes S's buffers
+    # P V reads P across one iteration and in the turn after the loop: P's declaration moves before the loop
+    assert [v.name for v in look_ahead._declared(body.hoisted)] == ["P_s"]
+    assert not any(look_ahead._shares(look_ahead._declared([s]), look_ahead._pointers(body.last))
+                   for s in (*body.pre, *body.between))
     for why, bad in refusals.items():
         with pytest.raises(UnsupportedLoopError, match=re.escape(why)):
             look_ahead.split(bad)

@@ -31,7 +31,9 @@ more turn after the loop::
         if c != g_last: bar.arrive 1 + next(c)
         release slot (trip - 1) mod depth
 
-Moving the last run of ``k - 1`` after the first run of ``k`` is legal only
+The body's declarations of buffers the last run uses (P's scratch) move
+before the loop: what it reads lives across one iteration, and into the turn
+after the loop.  Moving the last run of ``k - 1`` after the first run of ``k`` is legal only
 when neither writes a buffer the other touches (declarations aside), and
 the statements between may run under it only up to the first that writes a
 buffer it touches or touches one it writes: both are checked here, on the
@@ -63,8 +65,9 @@ class LookAheadBody:
     first: tuple      # the first run of tensor-core statements (S)
     between: tuple    # the statements between the two runs
     last: tuple       # the last run and the declarations / fences after it (O)
-    wait_at: int      # index into ``between`` of the first statement touching a buffer of ``last``
+    wait_at: int      # index into ``between`` of the first statement that depends on ``last``
     groups: int       # wgmma commit groups one execution of ``last`` issues
+    hoisted: tuple = ()   # the body's declarations of buffers ``last`` uses, placed before the loop
 
 
 def read_flag(loop) -> bool:
@@ -106,6 +109,17 @@ def _written(stmts) -> list:
     return out
 
 
+def _declared(stmts) -> list:
+    """The data pointers the declarations among ``stmts`` (the body's own, not those inside a statement)
+    introduce."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer)):
+            tvm_ffi.structural_walk(s, [(tirx.Var, lambda v: out.append(v) if not isinstance(v.ty, tvm.ir.PrimType)
+                                         else None)])
+    return out
+
+
 def _shares(a: list, b: list) -> str | None:
     hit = next((v for v in a if any(v.same_as(x) for x in b)), None)
     return None if hit is None else hit.name
@@ -124,13 +138,18 @@ def split(stmts) -> LookAheadBody:
     pre, first, between, last = stmts[:a], stmts[a:b], stmts[b:c], stmts[c:]
     if not _ov.has_wgmma(last):
         ws_fail("look-ahead turn: the last tensor-core run issues no wgmma to leave in flight")
-    waits = [w for s in last for w in _ov._calls(s, "tirx.ptx.wgmma_wait_group")]
+    waits = [w for s in last for w in _ov.wait_calls(s)]
     if any(const_int(w.args[0]) != 0 for w in waits):
         ws_fail("look-ahead turn: the last tensor-core run waits with a wgmma.wait_group other than 0")
-    groups = sum(_ov._commits(s) or 0 for s in last)
-    if any(_ov._commits(s) is None for s in last) or groups < 1:
+    groups = sum(_ov.commits(s) or 0 for s in last)
+    if any(_ov.commits(s) is None for s in last) or groups < 1:
         ws_fail("look-ahead turn: the last tensor-core run's wgmma commit groups are not a static count")
     mine, writes = _pointers(last), _written(last)
+    # what the last run uses lives across iterations (and into the turn after the loop): its declarations in
+    # the body move before the loop
+    hoisted = [s for s in (*pre, *between) if _shares(_declared([s]), mine) is not None]
+    pre = [s for s in pre if not any(s.same_as(h) for h in hoisted)]
+    between = [s for s in between if not any(s.same_as(h) for h in hoisted)]
 
     def clash(stmts):   # a buffer one side writes and the other touches
         return _shares(_written(stmts), mine) or _shares(writes, _pointers(stmts))
@@ -139,7 +158,7 @@ def split(stmts) -> LookAheadBody:
         ws_fail(f"look-ahead turn: the first and the last tensor-core runs both touch '{hit}', one writing it, so "
                 "the last cannot follow the next iteration's first")
     at = next((i for i, s in enumerate(between) if clash([s]) is not None), len(between))
-    return LookAheadBody(tuple(pre), tuple(first), tuple(between), tuple(last), at, groups)
+    return LookAheadBody(tuple(pre), tuple(first), tuple(between), tuple(last), at, groups, tuple(hoisted))
 
 
 def _guard(cond, stmts):
@@ -148,9 +167,9 @@ def _guard(cond, stmts):
 
 def emit(od, body: LookAheadBody, k, trip, head: list, release_of, slot_of):
     """(the consumer loop, the statement after it) of ``body`` with the look-ahead turns of ``od``
-    (``consumer_order.Ordering``; module docstring)."""
+    (``consumer_order.Ordering``; module docstring); ``body.hoisted`` goes before both."""
     zero, one = tirx.const(0, "int32"), tirx.const(1, "int32")
-    prev = [_ov._drop_waits(substitute(s, [(k, k - one)])) for s in body.last]
+    prev = [_ov.drop_waits(substitute(s, [(k, k - one)])) for s in body.last]
     c = od.group()
     at = body.wait_at
     loop = tirx.For(k, zero, trip, tirx.ForKind.SERIAL, tirx.SeqStmt([

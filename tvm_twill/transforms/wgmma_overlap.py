@@ -32,7 +32,8 @@ from __future__ import annotations
 from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
 from .tir_util import op_name
 
-__all__ = ["MAX_WAIT", "has_wgmma", "is_wait_group", "overlap_groups", "overlapped_loop", "wait_group_count"]
+__all__ = ["MAX_WAIT", "commits", "drop_waits", "has_wgmma", "is_wait_group", "overlap_groups", "overlapped_loop",
+           "wait_calls", "wait_group_count"]
 
 #: ``wgmma.wait_group N`` takes N in [0, 7].
 MAX_WAIT = 7
@@ -85,6 +86,11 @@ def _commits(stmt) -> int | None:
         return None
     body = getattr(stmt, "body", None)
     return _commits(body) if isinstance(body, tirx.Stmt) else None
+
+
+def wait_calls(stmt) -> list:
+    """Every ``wgmma.wait_group`` call under ``stmt``."""
+    return _calls(stmt, _WAIT)
 
 
 def _drop_waits(stmt):
@@ -143,3 +149,8 @@ def overlapped_loop(it, trip, head, body, groups: int, release_of, slot_of):
         last = tirx.IfThenElse(trip >= 1, last, None)
     tail = [tirx.Evaluate(T.ptx.wgmma.wait_group.sync.aligned(0))] + ([last] if n is None or n >= 1 else [])
     return tirx.SeqStmt([loop, *tail])
+
+
+#: Public names of the helpers ``look_ahead`` shares.
+commits = _commits
+drop_waits = _drop_waits

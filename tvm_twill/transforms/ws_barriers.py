@@ -133,8 +133,8 @@ def consumer_loop(ws: WsLoop, rings: Rings, th: WsThreads, overlap: bool | None)
         loop, after = _la.emit(od, ahead, it, ws.trip, head, release_of, lambda i: slot_phase(i, ws.depth)[0])
         body = loop.body
         loop = tirx.SeqStmt([loop, after]) if after is not None else loop
-        return ConsumerLoop(placed=tirx.SeqStmt([od.prologue(), loop]), loop=loop, body=body, it=it, phase=phase,
-                            overlap=None, ordering=od, lookahead=ahead)
+        return ConsumerLoop(placed=tirx.SeqStmt([od.prologue(), *ahead.hoisted, loop]), loop=loop, body=body, it=it,
+                            phase=phase, overlap=None, ordering=od, lookahead=ahead)
     section = list(stmts if ov is None else ov[0])
     if od is not None:  # ordered consumer groups: my turn, a section, the next group's turn (consumer_order)
         section = od.take_turns(section, it, ws.trip, whole=ov is not None)

@@ -22,7 +22,14 @@ rebuilds the ``RingProtocol`` from what is there, nothing from the passes:
   release lag 1, with the ``wgmma.wait_group`` count and the commit groups
   per iteration), the release after the loop, and the named-barrier turns of
   ordered consumer groups (order, threads, prologue, each section's turn and
-  pass, the last pass's guard).
+  pass, the last pass's guard);
+* the look-ahead turn (``look_ahead``): a turn in the statement after the
+  loop; it must take the turn, issue and wait for its wgmma, then release
+  the last slot, and its pass's guard is the one the last group skips; in
+  the loop the ring's reads are told from the consumers' scratch (one shared
+  pool in the final TIR) by an address that moves with the iteration, and
+  the commit groups in flight at the loop's wait are those issued after the
+  last statement that waits inside itself.
 
 Slot indices must be ``i mod depth``; what the reader cannot find or
 evaluate is a refusal (``UnsupportedLoopError``), as is a failed model check:
@@ -258,31 +265,47 @@ def _consumer(f: _Func, side, full, empty, depth: int) -> dict:
     if lag and not (isinstance(seq[releases[0]], tirx.IfThenElse) and
                     [f.value(seq[releases[0]].condition, [(k, i)]) for i in (0, 1)] == [0, 1]):
         _fail("the release of the previous iteration's slot is not skipped in iteration 0")
-    before, after = _around(side, loop, _BAR_SYNC)
+    before, after = _siblings(side, loop)
     warp = next((v for v, _ in f.lets if v.name == _ROLE_VAR), None)
     ahead = any((f.value(c.args[0], [(warp, 0)] if warp is not None else []) or GROUP_BARRIER) < GROUP_BARRIER
-                for c in after)   # a turn after the loop: the look-ahead turn (look_ahead)
+                for st in after for c in _calls(st, _BAR_SYNC))   # a turn after the loop: the look-ahead's
     wait = (const_int(seq[waits[-1]].value.args[0]) or 0) if waits else 0
     groups = _commits(loop.body) or 0
     if ahead:   # the ring's reads are its slot's accesses; the groups in flight are the last run's, issued
         reads = [i for i in reads if _ring_access(seq[i], k)]          # one iteration late
         groups = _in_flight(seq, waits)
         wait += groups
+        _epilogue_turn(after, empty)
     return dict(loop=loop, seq=seq, reads=reads, parities=f.series(parity, loop, 2 * depth + 1, "consumers' parity"),
                 release_last=min(releases) > max(reads + waits, default=-1), lag=lag, groups=groups, wait=wait,
                 final_release=not lag or len(_arrivals(side, _ARRIVE, empty)) > len(_arrivals(loop, _ARRIVE, empty)),
-                ahead=ahead)
+                ahead=ahead, before=before, after=after)
 
 
-def _around(side, loop, name: str) -> tuple[list, list]:
-    """The calls ``name`` under ``side`` but not in ``loop``: (before it, after it), in walk order."""
-    inside = _calls(loop, name)
-    marks: list = []
-    tvm_ffi.structural_walk(side, [(tirx.For, lambda x: marks.append(x) if x.same_as(loop) else None),
-                                   (tvm.ir.expr.Call, lambda c: marks.append(c) if op_name(c) == name else None)])
-    at = next(i for i, x in enumerate(marks) if x.same_as(loop))
-    out = [x for x in marks if not any(x.same_as(c) for c in inside) and not x.same_as(loop)]
-    return [x for x in out if marks.index(x) < at], [x for x in out if marks.index(x) > at]
+def _siblings(side, loop) -> tuple[list, list]:
+    """The statements before and after ``loop`` in the sequence that holds it under ``side`` (flattened; a
+    statement after it guarded by one ``if``, as the look-ahead's turn is by ``trip >= 1``, unwrapped)."""
+    parent = next((s for s in _nodes(side, tirx.SeqStmt) if any(x.same_as(loop) for x in s.seq)), None)
+    if parent is None:
+        return [], []
+    at = next(i for i, x in enumerate(parent.seq) if x.same_as(loop))
+    after = []
+    for st in parent.seq[at + 1:]:
+        after += flatten_seq(st.then_case if isinstance(st, tirx.IfThenElse) and st.else_case is None
+                             and isinstance(st.then_case, tirx.SeqStmt) else st)
+    return [x for st in parent.seq[:at] for x in flatten_seq(st)], after
+
+
+def _epilogue_turn(after, empty) -> None:
+    """The look-ahead's turn after the loop (``after``: the statements after it): the turn first, then the last
+    run's wgmma with its waits, then the release of the last slot (the model's final wait before its final
+    release); anything else is refused."""
+    gemm = [i for i, st in enumerate(after) if _calls(st, _WG_COMMIT)]
+    release = [i for i, st in enumerate(after) if _arrivals(st, _ARRIVE, empty)]
+    if not (after and _calls(after[0], _BAR_SYNC) and gemm and release and min(release) > max(gemm)
+            and all(_calls(after[i], _WG_WAIT) for i in gemm)):
+        _fail("the look-ahead's turn after the loop does not take the turn, then issue and wait for its wgmma, "
+              "then release the last slot")
 
 
 def _in_flight(seq, waits) -> int:
@@ -330,9 +353,8 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
     if None in ids or groups < 2 or warps % groups or sorted(set(ids)) != list(range(min(ids), min(ids) + groups)):
         _fail(f"the consumer warps' named barriers {ids} are not one per group of consecutive warps")
     per, first_id = warps // groups, min(ids)
-    before, after = _around(side, loop, _BAR_ARRIVE)
-    guarded = [c for s in _nodes(side, tirx.IfThenElse) for c in _calls(s.then_case, _BAR_ARRIVE)]
-    prologue = [c for c in before if any(c.same_as(g) for g in guarded)] if passes else []
+    prologue = [c for st in cons["before"] if isinstance(st, tirx.IfThenElse) for c in _calls(st.then_case, _BAR_ARRIVE)
+                ] if passes else []
     nxt = {}
     if passes:
         arrive = _calls(seq[passes[0]], _BAR_ARRIVE)[0]
@@ -349,10 +371,9 @@ def _order(f: _Func, side, cons: dict, warps: int) -> dict:
         cond = substitute(seq[passes[-1]].condition, [(loop.loop_var, last)])
         skip = f.value(cond, [(warp, order[-1] * per)]) == 0
     if cons["ahead"]:   # the look-ahead turn: every group passes in the loop; the last skips the pass after it
-        ends = [s for s in _nodes(side, tirx.IfThenElse) if isinstance(s.then_case, tirx.Evaluate)
-                and any(c.same_as(s.then_case.value) for c in after)]
-        skip = not any(isinstance(seq[p], tirx.IfThenElse) for p in passes) and len(after) == 1 and \
-            len(ends) == 1 and f.value(ends[0].condition, [(warp, order[-1] * per)]) == 0
+        ends = [st for st in cons["after"] if _calls(st, _BAR_ARRIVE)]
+        skip = not any(isinstance(seq[p], tirx.IfThenElse) for p in passes) and len(ends) == 1 and \
+            isinstance(ends[0], tirx.IfThenElse) and f.value(ends[0].condition, [(warp, order[-1] * per)]) == 0
     wrap = _wraps(f, seq, turns, passes, loop, warp, order[0] * per)
     # a turn and its pass per section, in turn; every read of shared memory before the last pass (the model
     # counts the slot as read after the last section)
