@@ -80,8 +80,9 @@ class Warp(NamedTuple):
     pending: int
 
 
-class RingState(NamedTuple):
-    """One global state of the ring (a tuple: hashed and compared in C, as the explorer does for every state).
+@dataclass(frozen=True, slots=True)
+class RingState:
+    """One global state of the ring.
 
     ``consumers`` in canonical order (symmetry reduction); ``full`` / ``empty``: each slot's two mbarriers;
     ``named``: the arrivals of the current generation of each ordered group's named barrier (() unordered).
