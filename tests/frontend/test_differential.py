@@ -17,7 +17,8 @@ Two families of loops: ``tir_gen.loop_specs`` (hypothesis: chains and
 diamonds of tiles at every allocation site, accumulators, write-after-write;
 ``for i in range(N)``) and ``tir_gen_strided.strided_spec(seed)`` (seeded: steps 1-4,
 non-zero and symbolic mins, offsets either side of ``i`` on buffers TVM does
-not version, nests; see ``test_strided_loops_compute_the_same``).  The default
+not version, nests, views of those buffers declared at every level; see
+``test_strided_loops_compute_the_same``).  The default
 run draws 150 + 50 loops; ``pytest --slow tests/frontend/test_differential.py`` 2000 +
 3000 more.
 
@@ -189,7 +190,11 @@ def test_strided_loops_compute_the_same(seed, monkeypatch):
     the nest) read and written by several statements at offsets either side of ``i`` (up to two steps and
     an element away), at strides 1 and 2 of ``i`` and 1-3 rows per access, some statements with an inner
     loop of step 2; tiles
-    TVM versions (allocated in the body, or outside and used only in the loop) next to them.
+    TVM versions (allocated in the body, or outside and used only in the loop) next to them; views of the
+    buffers TVM does not version (issue #38), declared at every level (a match_buffer in the statement's
+    block, in the loop's body block, in a block around the loop, in the root block; a decl_buffer with
+    ``data=``, of the same shape or flat, at function level or after the allocation), with each access
+    through the view or to the buffer itself (``tir_gen_strided.VIEW_LEVELS``).
     """
     _strided(seed, monkeypatch)
 
@@ -228,6 +233,15 @@ def test_strided_generator_covers_the_class():
     assert any(st.jstep > 1 for sp in specs for st in sp.stmts)
     assert any(st.height > 1 and any(a.buf.startswith("G") for a in (st.dst, *st.srcs))
                for sp in specs for st in sp.stmts)
+    # views at every level, of parameters and of buffers allocated outside the nest
+    views = [(lv, g[1]) for sp in specs for name, lv in sp.views for g in sp.shared if g[0] == name]
+    assert {lv for lv, _ in views} == set(tir_gen_strided.VIEW_LEVELS)
+    assert {site for lv, site in views if lv in ("decl", "decl_flat")} == {"param", "after"}
+    # reads and writes through views, and a buffer read or written both through its view and directly
+    assert any(st.dst.via for sp in specs for st in sp.stmts)
+    assert any(a.via for sp in specs for st in sp.stmts for a in st.srcs)
+    assert any({a.via for st in sp.stmts for a in (st.dst, *st.srcs) if a.buf == name} == {True, False}
+               for sp in specs for name, _ in sp.views)
 
 
 # -- the miscompiles of the issue "Never a wrong program" ------------------------------------

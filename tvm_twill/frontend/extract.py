@@ -37,9 +37,11 @@ versioning does not remove: TVM gives ``use - def + 1`` versions only to the
 buffers allocated inside the pipelined loop (its legality check is RAW
 only), so the order of every conflicting pair of statements is kept inside
 an iteration, and across iterations for every buffer TVM does not version
-(parameters, buffers used after the loop, their ``match_buffer`` aliases):
-read-after-write as ``data`` edges, write-after-read and write-after-write
-as ``order`` edges (see ``frontend/hazards.py``).
+(parameters, buffers used after the loop; an access through a view, a
+``match_buffer`` at any level or a ``decl_buffer`` with ``data=``, is one of
+the buffer it views: ``views.py``): read-after-write as ``data`` edges,
+write-after-read and write-after-write as ``order`` edges (see
+``frontend/hazards.py``).
 
 """
 from __future__ import annotations
@@ -61,6 +63,7 @@ from .loops import (find_loops, kernel_shared_buffers, loop_body_allocations, pi
                     resolve_loop)
 from .lowering import lower_to_pipeline
 from .target import machine_for, parse_target
+from .views import Views
 
 __all__ = ["Extraction", "extract_loop", "pipeline_statements"]
 
@@ -179,6 +182,11 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
     lan = StatementAnalyzer(low_func, low, m, lowered=True)
     entries = pipeline_statements(node, low.node, ref.name, an, lan)
     stmts, nested, regions, unseen, hidden, tvm_seen = _analyze_statements(entries, low, an, lan)
+    # every access through a view (match_buffer, decl_buffer with data=) as one of the buffer it views
+    views, low_views = Views(func), Views(low_func)
+    stmts, regions = views.resolve(stmts, regions, fallback=low_views)
+    unseen = set(low_views.names(sorted(unseen)))
+    hidden = set(views.names(sorted(hidden))) | set(low_views.names(sorted(hidden)))
     if len(stmts) < 2:
         raise UnsupportedLoopError(f"loop '{ref.name}' has a single statement: there is nothing to overlap")
     stmts, regions = _with_barriers_and_lets([c for c, _ in entries], pipeline_children(low.node, ref.name), stmts,
@@ -203,7 +211,8 @@ def extract_loop(sch, loop, target, *, machine=None, quantum: int | None = None,
                                               low_func.body)
                       or let_refusal([c for c, _ in entries], pipeline_children(low.node, ref.name), ref.name,
                                      it.symbolic is not None, set(hoistable_lets(low.node, low_func.body)))
-                      or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name))
+                      or hidden_alloc_refusal(sorted((owned & hidden) - tvm_seen), ref.name)
+                      or low_views.refusal(owned, ref.name))
 
 
 def _analyze_statements(entries, low, an, lan):

@@ -12,7 +12,9 @@ pipeline), after ``PlanAndUpdateBufferAllocationLocation`` has moved every
 allocation to the lowest common ancestor of its uses.  Every other buffer is
 one storage shared by all iterations in flight: function parameters, buffers
 allocated outside the loop and still used outside it (read after the loop,
-or touched by another loop), ``match_buffer`` aliases of those.  For such a
+or touched by another loop), and every view of those (``views.py`` resolves
+an access through a match_buffer or decl_buffer to the buffer it views before
+the rules here run: the names and regions below are the owners').  For such a
 buffer a reordering of two accesses, one of them a write, changes what the
 program computes (write-after-read, write-after-write, and read-after-write
 across iterations), and TVM neither checks nor repairs it.
@@ -81,8 +83,9 @@ import math
 from dataclasses import dataclass
 
 from ..model import Edge
-from .ir import children, const_int, s_tir, substitute, tvm
+from .ir import const_int, s_tir, substitute, tvm
 from .loops import loop_body_allocations
+from .views import declared_buffers
 
 
 @dataclass(frozen=True)
@@ -106,17 +109,8 @@ class Hazard:
 
 # -- which buffers TVM versions ------------------------------------------------
 def _all_buffer_names(func) -> list[str]:
-    names = [getattr(p, "name", "") for p in func.params]
-
-    def visit(stmt):
-        if isinstance(stmt, s_tir.SBlock):
-            names.extend(b.name for b in stmt.alloc_buffers)
-            names.extend(m.buffer.name for m in stmt.match_buffers)
-        for c in children(stmt):
-            visit(c)
-
-    visit(func.body)
-    return names
+    """The names of the parameters and of every buffer the function allocates, matches or declares."""
+    return [getattr(p, "name", "") for p in func.params] + [b.name for b in declared_buffers(func.body)]
 
 
 def versioned_buffers(func, loop_node) -> frozenset[str]:
