@@ -42,7 +42,7 @@ from .roofline import compare_variants, variant_throughput
 from .transforms import buffer_versions
 from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_facts import barrier_slots
-from .transforms.ws_lowering import WS_PIPELINE, emit_and_check, register_pipeline
+from .transforms.ws_lowering import WS_PIPELINE, emit_and_check, protocol_limits, register_pipeline
 
 __all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "plan_warp_specialization",
            "register_budgets"]
@@ -311,11 +311,8 @@ def _look_ahead(func, split, sections, g, on, gopts, solve, names, opts, ii: int
     if sched.ii >= ii:
         return None
     from .solvers import prepare
-    placed = place_groups(sched, graph, names, g)
-    prep = prepare(graph, on, opts)
-    if check(placed, prep.graph, prep.machine):
-        return None
-    return placed, graph, _proof(sched, q)
+    placed, prep = place_groups(sched, graph, names, g), prepare(graph, on, opts)
+    return None if check(placed, prep.graph, prep.machine) else (placed, graph, _proof(sched, q))
 
 
 def _proof(sched, q: int) -> str:
@@ -508,8 +505,8 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     return finish(grouped[0], grouped[1], grouped[2], order, note, one_group=base, no_lookahead=wrapped)
 
 
-def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None = None
-                              ) -> WarpSpecialization:
+def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None = None, *,
+                              time_limit: float | None = None, progress=None) -> WarpSpecialization:
     """Write the annotations, run the transform and the protocol check; on failure restore the loop.
 
     ``smem_limit``: the machine's shared bytes per block.  Rings past it are refused; when only the
@@ -517,17 +514,21 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_lim
     the plan decides on no swizzle and the kernel is emitted without it (``tvm_twill.ws_swizzle = 0``,
     said in the plan).  Ordered consumer groups the transform refuses: one group, said in the plan.
     At most three attempts (the look-ahead turn, ordered groups, then one group), each at most two
-    emissions."""
+    emissions.  ``time_limit`` / ``progress``: the plan's (``ws_lowering.protocol_limits``)."""
+    with protocol_limits(time_limit, progress):
+        return _apply(sch, ref, ws, target, smem_limit)
+
+
+def _apply(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None) -> WarpSpecialization:
     saved = {k: ref.node.annotations[k] for k in (*ANNOTATION_KEYS, *WS_KEYS) if k in (ref.node.annotations or {})}
     try:
         return _attempt(sch, ref, ws, target, smem_limit, saved)
     except UnsupportedLoopError as e:
         why = str(e).removeprefix("warp specialization: ")
         if ws.no_lookahead is not None:
-            plain = ws.no_lookahead
-            plain = replace(plain, groups_note=f"{plain.groups_note}; the transform refused the look-ahead turn "
-                                               f"({why})")
-            return apply_warp_specialization(sch, ref, plain, target, smem_limit)
+            plain = replace(ws.no_lookahead, groups_note=f"{ws.no_lookahead.groups_note}; the transform refused "
+                                                         f"the look-ahead turn ({why})")
+            return _apply(sch, ref, plain, target, smem_limit)
         if ws.one_group is None:
             raise
         one = replace(ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})")

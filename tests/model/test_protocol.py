@@ -7,7 +7,7 @@ the whole grid of depths 1-8 x 1-4 consumer groups.
 import pytest
 
 from tvm_twill.errors import InputError
-from tvm_twill.model.protocol import RingProtocol, check_ring
+from tvm_twill.model.protocol import CheckIncomplete, RingProtocol, check_limits, check_ring
 
 DEFAULT_GRID = [(d, c) for d in range(1, 9) for c in (1, 2)] + [(d, c) for d in range(1, 6) for c in (3, 4)]
 FULL_GRID = [(d, c) for d in range(1, 9) for c in range(1, 5)]
@@ -83,8 +83,43 @@ def test_bad_ring_parameters_are_refused(kw):
 
 
 def test_state_budget_is_enforced():
-    with pytest.raises(InputError, match="give fewer iterations"):
+    with pytest.raises(InputError, match=r"explored more than 100 states .*: no verdict$") as err:
         check_ring(RingProtocol(4, 4), max_states=100)
+    assert isinstance(err.value, CheckIncomplete) and err.value.reason == "states" and err.value.limit == 100
+
+
+def test_a_check_past_its_deadline_gives_no_verdict(monkeypatch):
+    """The deadline is read before the first state and every ``CLOCK_EVERY`` states after: a check with no
+    time left stops at once; one cut short is not kept (a later check with time finishes it)."""
+    from tvm_twill.model import protocol
+    monkeypatch.setattr(protocol, "_REPORTS", {})
+    ring = RingProtocol(5, 8, tma=False, lanes=32)   # millions of states: minutes without a deadline
+    with pytest.raises(CheckIncomplete, match=r"stopped after 0s .*: no verdict$") as err:
+        check_ring(ring, seconds=0)
+    assert err.value.reason == "deadline" and err.value.states == 1 and not protocol._REPORTS
+    with pytest.raises(CheckIncomplete) as err:
+        check_ring(ring, seconds=0.2)
+    assert err.value.reason == "deadline" and 1 < err.value.states < protocol.MAX_STATES
+    small = RingProtocol(2, 3)
+    assert check_ring(small, seconds=60).ok and check_ring(small, seconds=0).ok   # the second: the first's report
+
+
+def test_check_limits_apply_within_the_block_and_a_smaller_budget_refuses_a_kept_report(monkeypatch):
+    from tvm_twill.model import protocol
+    monkeypatch.setattr(protocol, "_REPORTS", {})
+    seen = []
+    with check_limits(max_states=100):
+        with pytest.raises(CheckIncomplete, match="explored more than 100 states"):
+            check_ring(RingProtocol(4, 4))
+        with check_limits(progress=seen.append):   # the outer budget still holds
+            with pytest.raises(CheckIncomplete, match="explored more than 100 states"):
+                check_ring(RingProtocol(3, 4))
+    assert seen == [1]   # read once, before the budget ran out
+    first = check_ring(RingProtocol(3, 4), progress=seen.append)
+    assert first.ok and seen[1:] and seen[1:] == sorted(seen[1:]) and seen[-1] < first.states
+    with pytest.raises(CheckIncomplete, match=f"explored more than {first.states - 1} states"):
+        check_ring(RingProtocol(3, 4), max_states=first.states - 1)   # as the check itself would have
+    assert check_ring(RingProtocol(3, 4), max_states=first.states) is first
 
 
 @pytest.mark.parametrize("depth,consumers", [(1, 1), (2, 4), (3, 4)])
@@ -449,7 +484,7 @@ def test_bad_epilogue_turn_is_refused(kw):
 
 def test_a_repeated_check_is_answered_from_the_first_and_the_answers_kept_are_bounded():
     """The transform checks the protocol it emitted and the same protocol read off the compiled kernel: the
-    second check returns the first's report; other iterations or budgets are checked anew; at most 64 kept."""
+    second check returns the first's report; other iterations are checked anew; at most 64 kept."""
     from tvm_twill.model import protocol
 
     first = check_ring(RingProtocol(2, 3))

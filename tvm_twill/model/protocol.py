@@ -157,12 +157,18 @@ last iteration, a wrong ``bar_count``).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from .ring_state import ProtocolViolation, Ring, explore
+from .ring_state import CheckIncomplete, ProtocolViolation, Ring, explore
 
-__all__ = ["ProtocolReport", "ProtocolViolation", "RingProtocol", "check_ring"]
+__all__ = ["MAX_STATES", "CheckIncomplete", "ProtocolReport", "ProtocolViolation", "RingProtocol", "check_limits",
+           "check_ring"]
+
+#: The state budget of a check (``check_ring``'s default ``max_states``): one to two minutes of exploring here.
+MAX_STATES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -309,26 +315,55 @@ class ProtocolReport:
         return not self.violations
 
 
-def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states: int = 2_000_000) -> ProtocolReport:
+def check_ring(proto: RingProtocol, iterations: int | None = None, *, max_states: int | None = None,
+               seconds: float | None = None, progress=None) -> ProtocolReport:
     """Explore every interleaving of ``proto`` for ``iterations`` loop trips (default depth + 2).
 
     Breadth-first, so the trace of a violation is a shortest one.  Raises
-    InputError when the state space exceeds ``max_states`` (give fewer
-    iterations).  The states and transitions are ``model.ring_state``'s.
+    CheckIncomplete (an InputError; no verdict) when the state space exceeds
+    ``max_states`` (default ``MAX_STATES``) or the check runs past
+    ``seconds``; ``progress(states)`` hears of it about every thousand
+    states.  Unset, ``max_states``, ``seconds`` and ``progress`` are those of
+    the enclosing ``check_limits`` block, if any.  The states and
+    transitions are ``model.ring_state``'s.
     """
     n = proto.depth + 2 if iterations is None else int(iterations)
     if n < 1:
         raise InputError(f"iterations must be >= 1, got {iterations!r}")
-    key = (proto, n, max_states)
-    if key not in _REPORTS:   # the same protocol is checked as emitted and as read off the compiled kernel
-        states, violation = explore(Ring.build(proto, n), max_states)
+    limits = _LIMITS.get()
+    max_states = limits.get("max_states", MAX_STATES) if max_states is None else max_states
+    seconds = limits.get("seconds") if seconds is None else seconds
+    progress = limits.get("progress") if progress is None else progress
+    key = (proto, n)
+    report = _REPORTS.get(key)
+    if report is None:   # the same protocol is checked as emitted and as read off the compiled kernel
+        states, violation = explore(Ring.build(proto, n), max_states, seconds, progress)
         if len(_REPORTS) >= _CACHED:
             _REPORTS.pop(next(iter(_REPORTS)))
-        _REPORTS[key] = ProtocolReport(protocol=proto, iterations=n, states=states,
-                                       violations=(violation,) if violation else ())
-    return _REPORTS[key]
+        report = _REPORTS[key] = ProtocolReport(protocol=proto, iterations=n, states=states,
+                                                violations=(violation,) if violation else ())
+    elif report.states > max_states:   # a finished check is kept; a smaller budget refuses it as it would have
+        raise CheckIncomplete(proto, n, "states", report.states, max_states)
+    return report
 
 
-#: Reports of the protocols checked last (a check is a pure function of its arguments), oldest first.
+@contextmanager
+def check_limits(*, seconds: float | None = None, max_states: int | None = None, progress=None):
+    """Within the block, every ``check_ring`` (the transform's, inside ``tvm.compile``'s passes too) gets
+    these limits: each check ``seconds`` at most, ``max_states`` states, ``progress`` reports (None: as
+    outside the block)."""
+    outer = _LIMITS.get()
+    inner = {**outer, **{k: v for k, v in (("seconds", seconds), ("max_states", max_states),
+                                           ("progress", progress)) if v is not None}}
+    token = _LIMITS.set(inner)
+    try:
+        yield
+    finally:
+        _LIMITS.reset(token)
+
+
+_LIMITS: ContextVar = ContextVar("tvm_twill_check_limits", default={})
+#: Reports of the protocols checked last (a check is a pure function of the protocol and the iterations; only
+#: finished checks are kept), oldest first.
 _REPORTS: dict = {}
 _CACHED = 64

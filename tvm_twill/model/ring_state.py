@@ -13,6 +13,7 @@ states breadth first, so a violation's trace is a shortest one.
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
@@ -22,7 +23,8 @@ from ..errors import InputError
 if TYPE_CHECKING:  # pragma: no cover
     from .protocol import RingProtocol
 
-__all__ = ["Mbarrier", "ProtocolViolation", "Ring", "RingState", "Slot", "Warp", "explore", "successors"]
+__all__ = ["CheckIncomplete", "Mbarrier", "ProtocolViolation", "Ring", "RingState", "Slot", "Warp", "explore",
+           "successors"]
 
 # Program counters.
 ACQUIRE, ISSUE, TAIL, DONE = 0, 1, 2, 3             # producer
@@ -539,15 +541,41 @@ def _trace(parent: dict, st: RingState, extra: tuple = ()) -> tuple[str, ...]:
     return tuple(reversed(steps)) + tuple(extra)
 
 
-def explore(ring: Ring, max_states: int) -> tuple[int, ProtocolViolation | None]:
+class CheckIncomplete(InputError):
+    """A check cut short without a verdict: ``reason`` "states" (more than ``limit`` states reached) or "deadline"
+    (it ran ``limit`` seconds); ``states``: how many were reached.  Nothing about the protocol follows from it."""
+
+    def __init__(self, proto, n: int, reason: str, states: int, limit: float):
+        why = f"explored more than {limit} states" if reason == "states" else f"stopped after {limit:g}s"
+        super().__init__(f"ring protocol check {why} (depth {proto.depth}, {proto.consumers} consumer groups, {n} "
+                         f"iterations, {states} states): no verdict")
+        self.reason, self.states, self.limit = reason, states, limit
+
+
+#: The explorer reads the clock (and reports progress) once per this many states taken from the queue.
+CLOCK_EVERY = 1024
+
+
+def explore(ring: Ring, max_states: int, seconds: float | None = None,
+            progress=None) -> tuple[int, ProtocolViolation | None]:
     """Breadth-first search of the states reachable from ``ring.start()``: (states seen, first violation or None).
 
-    Raises InputError when more than ``max_states`` states are reached.
+    Raises CheckIncomplete (an InputError) when more than ``max_states`` states are reached, or once the search
+    has run ``seconds`` (the clock read every ``CLOCK_EVERY`` states, the first time before any is explored);
+    ``progress(states)`` is called at each reading.
     """
+    deadline = None if seconds is None else time.monotonic() + seconds
     start = ring.start()
     parent: dict = {start: None}
     queue = deque([start])
+    popped = 0
     while queue:
+        if not popped % CLOCK_EVERY and (deadline is not None or progress is not None):
+            if progress is not None:
+                progress(len(parent))
+            if deadline is not None and time.monotonic() >= deadline:
+                raise CheckIncomplete(ring.proto, ring.n, "deadline", len(parent), seconds)
+        popped += 1
         st = queue.popleft()
         succ = successors(ring, st)
         bad = _final_violation(ring, st, succ)
@@ -560,8 +588,6 @@ def explore(ring: Ring, max_states: int) -> tuple[int, ProtocolViolation | None]
             if nxt not in parent:
                 parent[nxt] = (st, label)
                 if len(parent) > max_states:
-                    p = ring.proto
-                    raise InputError(f"ring protocol check explored more than {max_states} states (depth {p.depth}, "
-                                     f"{p.consumers} consumer groups, {ring.n} iterations): give fewer iterations")
+                    raise CheckIncomplete(ring.proto, ring.n, "states", len(parent), max_states)
                 queue.append(nxt)
     return len(parent), None

@@ -107,6 +107,28 @@ def default_max_time(graph, ii: int) -> int:
     return ii * k + ii - 1
 
 
+def _resource_rows(pulp, prob, x, graph, machine, ii: int, tick) -> bool:
+    """Add rule 2's rows, one per unit and slot of ii (``tick(r)`` at each); False when a unit's whole runs
+    alone overload every slot (no row is needed: infeasible)."""
+    names = graph.names
+    for unit, cap in sorted(machine.units.items()):
+        users = [(i, off, length, k) for i, n in enumerate(names)
+                 for off, length, row in graph.op(n).reservation_runs() for u, k in row if u == unit and k]
+        if not users:
+            continue
+        # A run of L cycles covers every slot L // ii times (sum_r x = 1) and the
+        # slots of its first L mod ii cycles once more: no term per cycle.
+        base = sum(k * (length // ii) for _, _, length, k in users)
+        if base > cap:
+            return False
+        for r in range(ii):
+            tick(r)
+            terms = [(k, x[i, (r - j) % ii]) for i, off, length, k in users for j in range(off, off + length % ii)]
+            if terms:
+                prob += pulp.lpSum(c * var for c, var in terms) <= cap - base, f"res_{unit}_{r}"
+    return True
+
+
 def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
                         max_time: int | None = None, deadline: Deadline | None = None) -> dict[str, int] | None:
     """Issue times of a modulo schedule at ``ii`` of minimum length, or None.
@@ -147,6 +169,11 @@ def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
     _check_size(graph, machine, ii)
     pulp = load_pulp("solver 'ilp'")
     deadline = Deadline.of(deadline, time_limit)
+    what = f"modulo schedule of '{graph.name}' at ii={ii}"
+
+    def tick(i: int) -> None:   # building reads the deadline too: up to MAX_RESOURCE_TERMS terms take seconds
+        if i and i % 64 == 0:
+            deadline.check(f"while building the {what}")
 
     prob = pulp.LpProblem("modulo_schedule", pulp.LpMinimize)
     names = graph.names
@@ -156,28 +183,17 @@ def modulo_schedule_ilp(graph, machine, ii: int, *, time_limit: float = 10.0,
     length = prob.add_variable("L", lowBound=0, cat="Integer")
     time = {}
     for i, n in enumerate(names):
+        tick(i)
         prob += pulp.lpSum(x[i, r] for r in range(ii)) == 1, f"slot_{i}"
         time[n] = ii * k[i] + pulp.lpSum(r * x[i, r] for r in range(ii))
         prob += time[n] <= max_time, f"horizon_{i}"
         prob += length >= time[n] + graph.op(n).cycles, f"length_{i}"
     for j, e in enumerate(graph.edges):
+        tick(j)
         prob += time[e.dst] + e.distance * ii >= time[e.src] + e.delay, f"dep_{j}"
-    for unit, cap in sorted(machine.units.items()):
-        users = [(i, off, length, k) for i, n in enumerate(names)
-                 for off, length, row in graph.op(n).reservation_runs() for u, k in row if u == unit and k]
-        if not users:
-            continue
-        # A run of L cycles covers every slot L // ii times (sum_r x = 1) and the
-        # slots of its first L mod ii cycles once more: no term per cycle.
-        base = sum(k * (length // ii) for _, _, length, k in users)
-        if base > cap:
-            return None  # the whole runs alone overload every slot: proved infeasible
-        for r in range(ii):
-            terms = [(k, x[i, (r - j) % ii]) for i, off, length, k in users for j in range(off, off + length % ii)]
-            if terms:
-                prob += pulp.lpSum(c * var for c, var in terms) <= cap - base, f"res_{unit}_{r}"
+    if not _resource_rows(pulp, prob, x, graph, machine, ii, tick):
+        return None  # the whole runs alone overload every slot: proved infeasible
 
-    what = f"modulo schedule of '{graph.name}' at ii={ii}"
     prob.setObjective(length)
     if solve_cbc(prob, deadline, what) == INFEASIBLE:
         return None

@@ -58,6 +58,8 @@ from .symmetry import role_ids
 
 #: The constraint families, in report order (``Family.ALL``).
 FAMILIES = Family.ALL
+#: While building, the deadline is read every this many steps of a family's loops (``JointProblem._often``).
+TICK_EVERY = 64
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ class JointProblem:
                  deadline: Deadline | None = None, order=()):
         z3 = load_z3()
         self.z3, self.graph, self.machine, self.ii = z3, graph, machine, ii
-        self.deadline = deadline
+        self.deadline, self._ticks = deadline, 0
         # A context of its own: z3's global context keeps state between problems,
         # which made repeated solves in one process return different (equally
         # optimal) schedules.  A fresh context makes every solve reproducible.
@@ -157,6 +159,7 @@ class JointProblem:
         self.bound = bound = time_bound(graph, machine, ii)
         for o in ops:
             n = o.name
+            self._often()
             s.add(self.t[n] == ii * self.q[n] + self.r[n], self.r[n] >= 0, self.r[n] < ii,
                   self.q[n] >= 0, self.t[n] <= bound, self.length >= self.t[n] + o.cycles,
                   z3.PbEq([(b, 1) for b in self.on[n]], 1))
@@ -177,6 +180,13 @@ class JointProblem:
         """Raise SolverTimeoutError if the deadline passed while building."""
         if self.deadline is not None:
             self.deadline.check(f"while building the z3 model for ii={self.ii}")
+
+    def _often(self) -> None:
+        """``_tick`` at every ``TICK_EVERY``-th call: inside the loops of a family, whose constraints number
+        O(ops^2) (a 1000-op graph: minutes of building), each call a few constraints."""
+        self._ticks += 1
+        if self._ticks % TICK_EVERY == 0:
+            self._tick()
 
     def _guard(self, family: str, *constraints):
         for c in constraints:
@@ -222,12 +232,14 @@ class JointProblem:
                 self._guard(Family.VARIABLE_LATENCY, z3.Not(self.on[n][last]))
         named = self.machine.roles
         for o in self.graph.ops:  # a named role issues only ops of its own width (Machine.role_takes)
+            self._often()
             for j, k in enumerate(self.roles):
                 if not self.machine.role_takes(k, o):
                     self.solver.add(z3.Not(self.on[o.name][j]))
         # First-fit symmetry breaking over the interchangeable fixed-latency
         # roles: op k takes role j > 0 only if an earlier op took role j - 1.
         for k, n in enumerate(fixed):
+            self._often()
             for j in range(1, last if vl else last + 1):
                 if named and named[self.roles[j - 1]].kind != named[self.roles[j]].kind:
                     continue  # two named roles of different kinds are not interchangeable
@@ -237,6 +249,7 @@ class JointProblem:
     def _dependences(self, cross_warp_sync: bool) -> None:
         z3, ii = self.z3, self.ii
         for e in self.graph.edges:
+            self._often()
             sp = self._spill(e.src)
             cross = z3.Not(self.same(e.src, e.dst))
             rhs = self.t[e.src] + e.delay + (z3.If(cross, sp, 0) if sp else 0)
@@ -256,6 +269,7 @@ class JointProblem:
                     if o.cycles > ii:
                         self._guard(Family.RESOURCES, self.false)
                 for i, u in enumerate(users):
+                    self._tick()   # up to one pair per op of the unit
                     for v in users[i + 1:]:
                         m = self._mod(v.name, u.name)
                         self._guard(Family.RESOURCES, m >= u.cycles, m <= ii - v.cycles)
@@ -268,6 +282,7 @@ class JointProblem:
                     self._guard(Family.RESOURCES, self.false)
                 continue
             for u, (ju, _, _) in partial:  # the occupancy rises only at these starts
+                self._tick()
                 terms = [k * z3.If(self._mod(u.name, o.name, ju - j) < b, 1, 0) for o, (j, b, k) in partial]
                 self._guard(Family.RESOURCES, z3.Sum(terms) + base <= cap)
 
@@ -280,6 +295,7 @@ class JointProblem:
             cond = self.true if e.blocking else z3.Not(self.same(e.src, e.dst))
             v = e.dst
             for o in self.graph.ops:
+                self._often()
                 if o.name == v or o.cycles == 0:
                     continue
                 same = self.same(o.name, v)
@@ -296,6 +312,7 @@ class JointProblem:
         count = {}
         for o in holders:
             n = o.name
+            self._often()
             e_, a, b = self.Int(f"end:{n}"), self.Int(f"a:{n}"), self.Int(f"b:{n}")
             s = self.solver
             for ed in g.out_edges(n):

@@ -39,11 +39,11 @@ from __future__ import annotations
 
 from ..errors import InputError, UnsupportedLoopError
 from ..frontend.ir import const_int, is_shared, scope_of, substitute, tirx, tvm, tvm_ffi
-from ..model.protocol import RingProtocol, check_ring
+from ..model.protocol import CheckIncomplete, RingProtocol, check_ring
 from .role_barriers import GROUP_BARRIER
 from .tir_util import flatten_seq, op_name, uses_var
 
-__all__ = ["check_compiled", "read_protocol", "verify_compiled_protocol"]
+__all__ = ["CHECK_TIME_FACTOR", "check_compiled", "read_protocol", "unchecked_protocol", "verify_compiled_protocol"]
 
 _INIT, _ARRIVE = "tirx.ptx.mbarrier_init", "tirx.ptx.mbarrier_arrive_nocount"
 _EXPECT_TX, _NOINC = "tirx.ptx.mbarrier_arrive_expect_tx", "tirx.ptx.cp_async_mbarrier_arrive"
@@ -55,6 +55,26 @@ _ROLE_VAR = "ws_warp"
 
 def _fail(msg: str):
     raise UnsupportedLoopError(f"warp specialization: the compiled kernel's ring protocol: {msg}")
+
+
+#: A protocol check under ``auto_pipeline`` may run this many times the plan's ``time_limit`` (the limit is per
+#: solve, and a plan runs several; the check of the bundled sm_90a wgmma GEMM, 491,666 states, takes 13 s on
+#: the reference 2-core server, 26 s under load: at the default limit of 10 s, 60 s leave it twice that).
+CHECK_TIME_FACTOR = 6
+
+
+def unchecked_protocol(proto: RingProtocol, err: CheckIncomplete, what: str = "the emitted mbarrier protocol"
+                       ) -> UnsupportedLoopError:
+    """The refusal of a kernel whose protocol check was cut short (no verdict, so no kernel), and what to do."""
+    sizes = f"{proto.depth} ring slots, {proto.consumers} consumer warps"
+    if err.reason == "deadline":
+        return UnsupportedLoopError(f"warp specialization: {what} ({sizes}) could not be model checked in the "
+                                    f"{err.limit:g}s a check gets ({CHECK_TIME_FACTOR} x the plan's time_limit; "
+                                    f"{err.states} states explored, no verdict), so no kernel: raise time_limit, or "
+                                    "plan without warp_specialize")
+    return UnsupportedLoopError(f"warp specialization: {what} ({sizes}) could not be model checked: more than "
+                                f"{err.limit} states, too many to explore, so no kernel: bind fewer consumer "
+                                "threads around the loop, or plan without warp_specialize")
 
 
 def _nodes(node, cls) -> list:
@@ -447,6 +467,9 @@ def check_compiled(mod) -> list:
             continue
         try:
             report = check_ring(proto)
+        except CheckIncomplete as e:
+            raise unchecked_protocol(proto, e, f"the mbarrier protocol of the compiled kernel '{gv.name_hint}'") \
+                from None
         except InputError as e:
             _fail(f"'{gv.name_hint}' could not be model checked ({e})")
         if not report.ok:

@@ -27,21 +27,23 @@ repeated until every ``warp``-scope fragment TVM can lower is one thread's regis
 """
 from __future__ import annotations
 
+import time
+
 from ..errors import InputError, UnsupportedLoopError
 from ..frontend.ir import splice_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm, walk_stmts
 from ..frontend.target import parse_target
 from ..model.pipeline import WS_DEPTH
-from ..model.protocol import check_ring
+from ..model.protocol import CheckIncomplete, check_limits, check_ring
 from . import warp_specialize as _ws
 from .fragments import shrink_thread_fragments_pass
 from .proxy_fence import proxy_fence_pass
 from .role_barriers import consumer_barriers_pass
-from .ws_compiled import check_compiled, verify_compiled_protocol
+from .ws_compiled import CHECK_TIME_FACTOR, check_compiled, unchecked_protocol, verify_compiled_protocol
 from .wait_counts import with_wait_guard
 from .warp_memory import finalize_passes
 
-__all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "register_pipeline", "verify_role_branches",
-           "warp_specialize_pass", "ws_passes"]
+__all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "protocol_limits", "register_pipeline",
+           "verify_role_branches", "warp_specialize_pass", "ws_passes"]
 
 #: Name of the registered TIR pipeline: ``tvm.compile(mod, target, tir_pipeline=WS_PIPELINE)``.
 WS_PIPELINE = "tvm_twill_ws"
@@ -53,11 +55,34 @@ def _arch_of(func) -> str:
     return str(arch)
 
 
+#: Seconds between the progress reports of a long protocol check.
+REPORT_EVERY = 5.0
+
+
+def protocol_limits(time_limit: float | None, progress=None):
+    """``model.protocol.check_limits`` for the checks of one plan: each at most ``CHECK_TIME_FACTOR`` x the plan's
+    ``time_limit`` seconds (None: only the state budget); ``progress`` (a ``PlanProgress``) hears how far a long
+    check got, every ``REPORT_EVERY`` seconds.  A check cut short gives no kernel (``_check_protocol``)."""
+    seconds = None if time_limit is None else CHECK_TIME_FACTOR * time_limit
+    if progress is None:
+        return check_limits(seconds=seconds)
+    last = [time.monotonic()]
+
+    def report(states: int) -> None:
+        if time.monotonic() - last[0] >= REPORT_EVERY:
+            last[0] = time.monotonic()
+            progress.step(f"warp specialization: model checking the mbarrier protocol, {states} states so far")
+    return check_limits(seconds=seconds, progress=report)
+
+
 def _check_protocol(facts) -> object:
     """Model check the ring protocol a rewrite emitted; its report, or UnsupportedLoopError (no kernel)."""
+    proto = facts.ring_protocol()
     try:
-        report = check_ring(facts.ring_protocol())
-    except InputError as e:  # the state budget: no verdict, so no kernel
+        report = check_ring(proto)   # under the plan's limits (model.protocol.check_limits)
+    except CheckIncomplete as e:  # the state budget or the deadline: no verdict, so no kernel
+        raise unchecked_protocol(proto, e) from None
+    except InputError as e:
         raise UnsupportedLoopError(f"warp specialization: the emitted protocol could not be model checked "
                                    f"({e})") from None
     if not report.ok:
