@@ -46,15 +46,16 @@ from dataclasses import dataclass, replace
 
 from .api import AutoPipelineOptions, auto_pipeline
 from .cache import SHARED
-from .errors import InputError, TwillError, UnsupportedLoopError
+from .errors import InputError, TwillError, UnsupportedLoopError, UnsupportedTargetError
 from .frontend import inject_pipeline, machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
 from .frontend.ir import fingerprint, meta_schedule, meta_schedule_postproc_base, meta_schedule_verify_gpu_code, tvm
 from .transforms import apply_annotation, async_waits, remove_annotation, restore_annotation
 from .transforms.wait_counts import annotate_expected_waits, guard_loop_waits
-from .workloads import TARGET_TAGS, pipelined_tensorcore_rule, sample_candidates
+from .stages import STATIC_SMEM_BYTES
+from .workloads import pipelined_tensorcore_rule, sample_candidates
 
 __all__ = ["PIPELINED_RULES", "NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "sample_candidates",
-           "target_machine", "tune_context"]
+           "target_machine", "tune_context", "tuning_limits"]
 
 log = logging.getLogger("tvm_twill.metaschedule")
 
@@ -219,8 +220,7 @@ def _sample(sch, rv, plan, rng: random.Random, cache):
         log.info("loop %s keeps its best annotation: TVM refuses the sampled one ranked %d (%s)", plan.loop,
                  alt.rank, _reason(err))
         return plan
-    waits = async_waits(ann, plan.graph, trips if trips is not None else 2 * ann.num_stages + 1) \
-        if ann.async_stages else ()
+    waits = async_waits(ann, plan.graph, trips) if ann.async_stages else ()  # trips None: as compiled
     return replace(plan, schedule=alt.schedule, annotation=ann, waits=waits, applied=True, tvm_waits=tvm_waits,
                    outcome=f"applied the annotation ranked {alt.rank} of {1 + len(plan.alternatives)} (sampled, "
                            f"top_k={plan.options.top_k}) to loop '{plan.loop}'")
@@ -327,13 +327,29 @@ PIPELINED_RULES = "cuda-tensorcore-pipelined"
 _MS_KINDS = ("cuda", "cuda-tensorcore")
 
 
+def tuning_limits(arch: str) -> dict:
+    """The per-block limits MetaSchedule checks a candidate against, for ``arch``, from its machine model
+    (``model/chip.py``): threads per block (1024, within the SM's warps), the warp, 32-bit registers per block
+    (64 Ki: the register file of every modelled SM), static shared memory per block (48 KiB, what ptxas allows
+    a static ``__shared__`` array, as TVM's A100 / H100 tags say; ``shared.dyn`` may use the model's
+    ``smem_bytes``) and the L2 size.  For sm_80 and sm_90a these are the limits of TVM's tags."""
+    m = machine_for(arch)
+    chip = m.costs.chip if m.costs is not None else None
+    if chip is None:  # pragma: no cover - every built-in machine has its chip's figures
+        raise UnsupportedTargetError(f"the model of arch '{arch}' has no chip figures: pass a tvm.target.Target "
+                                     "with max_threads_per_block, max_shared_memory_per_block, registers_per_block")
+    threads = min(1024, chip.max_warps_per_sm * 32)
+    return {"max_num_threads": threads, "max_threads_per_block": threads, "thread_warp_size": 32,
+            "registers_per_block": min(65536, chip.regs_per_sm),
+            "max_shared_memory_per_block": min(STATIC_SMEM_BYTES, m.smem_bytes), "l2_cache_size_bytes": chip.l2_bytes}
+
+
 def _tuning_target(target):
-    """The Target to tune for: a Target or tag as given, an arch through its tag (MetaSchedule checks the tag's
-    limits) or, for an arch without one, the bare CUDA target."""
+    """The Target to tune for: a Target or tag with the limits it states, the ones it lacks (all of them for an
+    arch string) from ``tuning_limits`` (TVM's MetaSchedule refuses a CUDA target without them)."""
     arch, tgt = parse_target(target)  # refuses what tvm_twill cannot plan for, in one line
-    if isinstance(target, str) and target.strip() in TARGET_TAGS:
-        return tvm.target.Target(TARGET_TAGS[target.strip()])
-    return tgt
+    missing = {k: v for k, v in tuning_limits(arch).items() if k not in tgt.attrs}
+    return tvm.target.Target({**dict(tgt.export()), **missing}) if missing else tgt
 
 
 def _rules_and_kind(rules, intrinsics, ms):
@@ -360,8 +376,9 @@ def tune_context(mod, target, *, rules=PIPELINED_RULES, intrinsics: str = "mma",
     """A MetaSchedule ``TuneContext`` over any module and CUDA target, ``TwillPipeline`` last among its
     postprocessors.
 
-    ``mod``: an IRModule or a PrimFunc.  ``target``: a ``tvm.target.Target``, a TVM tag, or an arch
-    ("sm_80", "sm_90a": the A100 / H100 tags, whose limits MetaSchedule checks).  ``rules``:
+    ``mod``: an IRModule or a PrimFunc.  ``target``: a ``tvm.target.Target``, a TVM tag, or any modelled arch
+    ("sm_80", "sm_86", "sm_90a", "sm_100a", "sm_120", ...); the limits MetaSchedule checks that the target does
+    not state come from the arch's machine model (``tuning_limits``).  ``rules``:
     ``PIPELINED_RULES`` (default), "cuda", "cuda-tensorcore" or a list of schedule rules.  ``intrinsics``: the
     pipelining tensor-core rule's, "mma" (mma.sync, cp.async copies; its output goes straight to global
     memory, so an epilogue cannot be fused: TVM's VerifyGPUCode refuses every such candidate) or "wmma"

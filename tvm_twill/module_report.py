@@ -28,10 +28,15 @@ def reason_of(err) -> str:
 _REUSED = re.compile(r"graph '[^']*' has the dependence graph of '[^']*' \(ops by position\), solved earlier: ")
 
 
+#: A quoted name: a quote that no letter precedes, to the next quote that no letter follows (an apostrophe,
+#: as in "annotation's" or "can't", opens and closes nothing).
+_NAME = re.compile(r"(?<!\w)'[^']*'(?!\w)")
+
+
 def reason_group(reason: str) -> str:
     """The reason with names ('...'), numbers and the cache's "solved earlier" prefix taken out, so that the
-    same refusal of different loops falls in one group."""
-    return re.sub(r"\d+", "N", re.sub(r"'[^']*'", "'…'", _REUSED.sub("", reason)))
+    same refusal of different loops falls in one group; every other word of it stays as written."""
+    return re.sub(r"\d+", "N", _NAME.sub("'…'", _REUSED.sub("", reason)))
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from .api import AutoPipelineOptions, PipelinePlan, auto_pipeline, evaluate_annotation
+from .arguments import options_of
 from .cache import PlanCache
 from .dlight import STAGING
 from .errors import InputError, SolverTimeoutError, TwillError
@@ -156,7 +157,7 @@ def plan_module(mod, target, options: AutoPipelineOptions | None = None, *, exec
     or when its annotation already has a smaller model ii than the best plan.  ``mod`` is not changed.
     """
     start = time.perf_counter()
-    opts = _check(mod, target, options, executor, max_workers, staging, option_kw)
+    opts = _check(mod, target, options, executor, max_workers, staging, cache, option_kw)
     base = cache if cache is not None else PlanCache()
     funcs = {gv.name_hint: (gv, func) for gv, func in sorted(mod.functions_items(), key=lambda kv: kv[0].name_hint)
              if isinstance(func, tirx.PrimFunc)}
@@ -175,7 +176,7 @@ def plan_module(mod, target, options: AutoPipelineOptions | None = None, *, exec
                       solve_s=sum(solver.seconds.values()), wall_s=wall, cache=base.stats(), phases=phases)
 
 
-def _check(mod, target, options, executor, max_workers, staging, option_kw) -> AutoPipelineOptions:
+def _check(mod, target, options, executor, max_workers, staging, cache, option_kw) -> AutoPipelineOptions:
     if not isinstance(mod, tvm.IRModule):
         raise InputError(f"plan_module takes a tvm.IRModule, got {type(mod).__name__}: wrap a PrimFunc as "
                          "tvm.IRModule({'main': func})")
@@ -191,7 +192,9 @@ def _check(mod, target, options, executor, max_workers, staging, option_kw) -> A
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise InputError(f"executor must be a concurrent.futures.Executor (with submit), got "
                          f"{type(executor).__name__}")
-    opts = (options or AutoPipelineOptions()).replace(**option_kw)
+    if cache is not None and not isinstance(cache, PlanCache):
+        raise InputError(f"cache must be a tvm_twill.cache.PlanCache (None: a new one), got {type(cache).__name__}")
+    opts = options_of(AutoPipelineOptions, options, option_kw, "plan_module")
     if opts.warp_specialize is not False:
         raise InputError("plan_module writes software pipelines only: pass warp_specialize=False (warp-"
                          "specialize a kernel with auto_pipeline(..., warp_specialize=True))")

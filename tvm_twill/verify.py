@@ -1,7 +1,8 @@
 """``PipelinePlan.check_on_cpu``: the planned loop computes what the original loop computes, run on the CPU.
 
 No GPU needed: the function before ``auto_pipeline`` and the same function
-with the plan's annotations (every nested plan too) are compiled for llvm
+with what the plan wrote (every nested plan that was applied; the loops are
+found by name within the plan's function, unnamed blocks or not) are compiled for llvm
 and run on the same small-integer inputs (exact in floating point); every
 parameter's final value must agree element for element.  What cannot run on
 a CPU is taken out first, as the project's differential tests do, without
@@ -27,10 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, UnsupportedLoopError
-from .frontend import annotated_pipeline_loops, resolve_loop
+from .frontend import annotated_pipeline_loops, schedule_loops
 from .frontend.ir import const_int, s_tir, tirx, tvm
 from .model.pipeline import ASYNC_STAGES
-from .transforms import apply_annotation
+from .transforms import apply_annotation, remove_annotation
 
 __all__ = ["MAX_ELEMENTS", "CpuCheck", "check_on_cpu", "cpu_runnable"]
 
@@ -117,10 +118,7 @@ def check_on_cpu(plan, *, seed: int = 0) -> CpuCheck:
     if plan.source is None:
         raise InputError("check_on_cpu needs the plan's source module: use a plan auto_pipeline returned")
     source = plan.source
-    sch = s_tir.Schedule(source)
-    for p in reversed(_plan_chain(plan)):  # innermost first, as auto_pipeline wrote them
-        apply_annotation(sch, resolve_loop(sch, p.loop).rv, p.annotation)
-    before, after = cpu_runnable(source, "original function"), cpu_runnable(sch.mod, "planned function")
+    before, after = cpu_runnable(source, "original function"), cpu_runnable(_planned(plan), "planned function")
     funcs = [f for _, f in before.functions_items() if isinstance(f, tirx.PrimFunc)]
     if len(funcs) != 1:
         raise UnsupportedLoopError(f"check_on_cpu: the module has {len(funcs)} functions: it runs one")
@@ -140,6 +138,38 @@ def check_on_cpu(plan, *, seed: int = 0) -> CpuCheck:
             bad[name] = wrong
     return CpuCheck(loop=plan.loop, parameters=tuple(n for n, _ in named), elements=total, seed=seed,
                     mismatches=bad)
+
+
+def _planned(plan):
+    """The source module with what ``auto_pipeline`` wrote: the annotation of each plan that was applied (or,
+    with ``apply=False``, would be), innermost first; in a nest, a loop whose plan was not applied has no
+    annotation (``auto_pipeline`` drops the nest's annotations before planning it), so the outer plan's
+    statements are the ones it was planned on."""
+    sch = s_tir.Schedule(plan.source)
+    chain = _plan_chain(plan)
+    rvs = [_loop_of(sch, p) for p in chain]  # before any change: LoopRVs stay valid while annotations change
+    for p, rv in reversed(list(zip(chain, rvs))):
+        if p.applied or not p.options.apply and not _changes_nothing(p.annotation):
+            apply_annotation(sch, rv, p.annotation)
+        elif len(chain) > 1:
+            remove_annotation(sch, rv)
+    return sch.mod
+
+
+def _changes_nothing(ann) -> bool:
+    """One stage in program order, no async stage: the loop as it is (``auto_pipeline`` writes no such plan)."""
+    return ann.num_stages == 1 and list(ann.orders) == sorted(ann.orders) and not ann.async_stages
+
+
+def _loop_of(sch, p):
+    """The LoopRV of plan ``p``'s loop in ``sch``: the loop of that name in the plan's function, found by
+    reference (``schedule_loops``), so a loop whose blocks have no name (``with T.sblock():``) is found too."""
+    hits = [rv for fname, rv, node in schedule_loops(sch)
+            if node.loop_var.name == p.loop and fname == p.extraction.func]
+    if len(hits) != 1:
+        raise UnsupportedLoopError(f"check_on_cpu: function '{p.extraction.func}' has {len(hits)} loops named "
+                                   f"'{p.loop}': it runs a plan whose loop's name is unique in its function")
+    return hits[0]
 
 
 def _plan_chain(plan) -> list:
