@@ -83,7 +83,7 @@ def main(argv=None) -> int:
             path = plot_schedule(schedule, prepared.graph, prepared.machine, out / f"{name}.png")
             print(f"picture: {path}")
         print(f"summary: {name} ii = {schedule.ii}, length = {schedule.length}, "
-              f"{'optimal' if schedule.optimal else 'not proven optimal'}\n")
+              f"{'optimal' if schedule.ii_optimal else 'not proven optimal'}\n")
     return 0
 
 

@@ -33,11 +33,11 @@ import json
 import warnings
 from dataclasses import dataclass, field, replace
 
+from .arguments import check_call, check_options, options_of, seconds
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
                        read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, graph_to_dict, machine_to_dict)
-from .model.canonical import MAX_TOP_K
 from .model.pipeline import PipelineAnnotation
 from .plan_alternatives import plan_alternatives, schedules_wanted
 from .report import normalization_warning
@@ -45,7 +45,6 @@ from .roofline import plan_prediction, serialized_ii
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation,
                          wait_count_caveat)
-from .transforms.depth import check_max_stages
 from .transforms.ptxas import wgmma_serialized
 from .async_copies import all_copies_async, sync_copy_reasons
 from .plan_progress import PlanProgress
@@ -53,9 +52,9 @@ from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import register_pipeline
 from .stages import SharedFit, fit_shared, shared_memory, shared_summary
 from .transforms.swp_lowering import register_swp_pipeline
-from .transforms.wait_counts import guard_loop_waits, register_waits_pipeline
-from .explain import SYMBOLIC_NOTE, explain_plan
-from .warpspec import WS_CHOICES, WarpSpecialization, apply_warp_specialization, plan_warp_specialization
+from .transforms.wait_counts import guard_loop_waits, guarded_annotations, register_waits_pipeline
+from .explain import SYMBOLIC_NOTE, explain_plan, schedule_phrase
+from .warpspec import WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "SYMBOLIC_NOTE", "auto_pipeline",
            "evaluate_annotation", "shared_memory", "swp_machine"]
@@ -71,8 +70,8 @@ class AutoPipelineOptions:
     """Every option of ``auto_pipeline``, in one immutable object (the keyword API builds one).
 
     ``machine``: a Machine or built-in name (default: the model of the
-    target's arch).  ``time_limit``: seconds for the whole solve of one loop.
-    ``apply``: write the annotations on the schedule (otherwise only plan).
+    target's arch).  ``time_limit``: seconds for the whole solve of one loop (None: no limit, kept as
+    ``math.inf``).  ``apply``: write the annotations on the schedule (otherwise only plan).
     ``quantum``: cycles per model time unit (default: the front-end's).
     ``verify``: run TVM's passes through InjectSoftwarePipeline on the
     annotated module and undo the annotation if TVM rejects it.
@@ -88,7 +87,7 @@ class AutoPipelineOptions:
     are reused for identical loops (None: every call starts afresh).  ``quiet``: no progress lines (by
     default a plan that runs over a second reports each step on stderr, ``tvm_twill.plan_progress``).
     ``top_k``: also plan up to ``top_k - 1`` next best annotations (``plan.alternatives``, not written;
-    ``tvm_twill.plan_alternatives``), for tuning to measure.
+    ``tvm_twill.plan_alternatives``), for tuning to measure.  A bad value: InputError (``arguments``).
     """
 
     machine: object = None
@@ -103,13 +102,7 @@ class AutoPipelineOptions:
     top_k: int = 1
 
     def __post_init__(self):
-        check_max_stages(self.max_stages)
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or not 1 <= self.top_k <= MAX_TOP_K:
-            raise InputError(f"top_k must be an integer from 1 to {MAX_TOP_K} (how many annotations to plan), "
-                             f"got {self.top_k!r}")
-        if not any(self.warp_specialize is c or self.warp_specialize == c for c in WS_CHOICES) \
-                or isinstance(self.warp_specialize, int) and not isinstance(self.warp_specialize, bool):
-            raise InputError(f"warp_specialize must be False, True or 'auto', got {self.warp_specialize!r}")
+        check_options(self)  # every field, one typed line for the first bad one (tvm_twill.arguments)
 
     def replace(self, **changes) -> "AutoPipelineOptions":
         unknown = sorted(set(changes) - set(self.__dataclass_fields__))
@@ -228,11 +221,14 @@ class PipelinePlan:
     @property
     def annotations(self) -> dict:
         """The loop annotations, ``{key: [int, ...]}``, as ``sch.annotate`` takes them (a warp-specialized
-        loop: the ring depth and register budgets the tvm_twill_ws pipeline reads)."""
+        loop: the ring depth and register budgets the tvm_twill_ws pipeline reads).  Where TVM 0.27 would
+        count the cp.async waits too large (``tvm_waits``), the async stages are under
+        ``tvm_twill_async_stages`` with the checked counts under ``tvm_twill_async_wait_counts``: TVM's default
+        pipeline then compiles the copies synchronously, and ``tir_pipeline`` as cp.async with those counts."""
         ws = self.warp_specialization
         if ws is not None and ws.chosen and self.applied:
             return ws.annotations
-        return self.annotation.to_dict()
+        return guarded_annotations(self.annotation.to_dict(), self.tvm_waits if self.applied else ())
 
     def prediction(self, registers: int | None = None):
         """What a GPU would measure, by the throughput model (``tvm_twill.roofline``,
@@ -331,7 +327,7 @@ class PipelinePlan:
                 "from tvm_twill.solvers import solve\n\n"
                 f"GRAPH = r'''{self.graph_json()}'''\n\n"
                 "graph = graph_from_dict(json.loads(GRAPH))\n"
-                f"schedule = solve(graph, graph.machine, time_limit={self.options.time_limit!r})\n"
+                f"schedule = solve(graph, graph.machine, time_limit={seconds(self.options.time_limit, code=True)})\n"
                 f"print(schedule.ii)  # {self.schedule.ii}\n"
                 "print({n: (p.stage, p.order) for n, p in schedule.ops.items()})\n")
 
@@ -391,11 +387,12 @@ def auto_pipeline(sch, loop, target, options: AutoPipelineOptions | None = None,
     trip count.
     A loop of symbolic extent is planned for every trip count (see
     ``SYMBOLIC_NOTE``; compile it with ``plan.tir_pipeline``).
-    Raises UnsupportedLoopError (control flow, non-constant step, single
-    statement, ...), UnsupportedTargetError (non-CUDA, before sm_80),
-    InfeasibleError / SolverTimeoutError from the solver.
+    Raises InputError for a bad argument (a module for the Schedule, ``time_limit="5"``, ...),
+    UnsupportedLoopError (control flow, non-constant step, single statement, ...),
+    UnsupportedTargetError (non-CUDA, before sm_80), InfeasibleError / SolverTimeoutError from the solver.
     """
-    opts = (options or AutoPipelineOptions()).replace(**option_kw)
+    check_call("auto_pipeline", sch, loop, target)
+    opts = options_of(AutoPipelineOptions, options, option_kw, "auto_pipeline")
     source = sch.mod
     if isinstance(loop, (list, tuple)):
         return replace(_auto_nested(sch, list(loop), target, opts), source=source)
@@ -466,7 +463,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)
-    progress.begin(f"solving the {len(ex.stmts)}-statement loop (time limit {opts.time_limit:g}s)")
+    progress.begin(f"solving the {len(ex.stmts)}-statement loop (time limit {seconds(opts.time_limit)})")
     sched, others = _solve_top(solve, graph, ms, opts)
     progress.step(f"solved: ii {sched.ii * ex.quantum} cycles ({'optimal' if sched.optimal else 'best found'})")
     asyncable = [s.async_capable for s in ex.stmts]
@@ -481,9 +478,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     caveats = tuple(c for c in (normalization_warning(sched), wait_count_caveat(ann, graph)) if c)
     for caveat in caveats:
         warnings.warn(f"auto_pipeline: loop '{ex.loop}': {caveat}", stacklevel=3)
-    # a symbolic trip count: the waits of a loop long enough to reach the steady state (the body's counts)
-    trips = ex.trip_count if ex.trip_count is not None else 2 * ann.num_stages + 1
-    waits = async_waits(ann, graph, trips) if ann.async_stages else ()
+    # a symbolic trip count (None): the waits tvm_twill.build compiles (the body's, 0 in the guarded parts)
+    waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
                         outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
                         shared_fit=shared_fit,
@@ -501,7 +497,8 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
                 if not opts.apply:
                     return replace(plan, outcome="not applied: apply=False (warp specialization planned)")
                 progress.begin("warp specialization: emitting the kernel and model checking its mbarrier protocol")
-                ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes)
+                ws = apply_warp_specialization(sch, ref, ws, target, m.smem_bytes, time_limit=opts.time_limit,
+                                               progress=progress)
                 progress.step("warp-specialized kernel emitted, its mbarrier protocol model checked")
                 return replace(plan, warp_specialization=ws, applied=True,
                                outcome=f"warp-specialized loop '{ex.loop}' (compile with tvm_twill.build(mod, "
@@ -538,8 +535,8 @@ def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: M
                 "(TVM's buffer versions of any pipelined plan need more), and one stage in program order is what "
                 "the loop already does"))
         return replace(plan, outcome=(
-            f"not applied: the optimal schedule (II {sched.ii * ex.quantum} cycles) keeps every statement of "
-            f"'{ex.loop}' in one stage in program order, which is what the loop already does; annotating "
+            f"not applied: {schedule_phrase(sched, ex.quantum)} (II {sched.ii * ex.quantum} cycles) keeps every "
+            f"statement of '{ex.loop}' in one stage in program order, which is what the loop already does; annotating "
             "would change nothing"))
     if not opts.apply:
         return replace(plan, outcome="not applied: apply=False (call transforms.apply_annotation to write it)")
@@ -576,6 +573,7 @@ def evaluate_annotation(sch, loop, target, *, machine=None, quantum: int | None 
     a unit are all difference constraints, solved by Bellman-Ford (least
     offsets); registers and memory are then checked on those offsets.
     """
+    check_call("evaluate_annotation", sch, loop, target, nested=False, machine=machine, quantum=quantum)
     arch, _ = parse_target(target)
     m = machine_for(arch, machine)
     ex = extract_loop(sch, loop, arch, machine=m, quantum=quantum)

@@ -113,7 +113,7 @@ def all_copies_async(ex, sched, ann, ms, m, solved, depth: str):
     g = solved or ex.graph
     ops = {op.name: Placement(time=times[op.name], stage=cand.stages[i], order=cand.orders[i], warp=0)
            for i, op in enumerate(g.ops)}
-    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()))
+    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), tie_breaks=())
     if check(s2, g, ms):  # pragma: no cover - annotation_ii's times satisfy the model's rules
         return sched, ann, depth, why_not
     moved = [ex.names[i] for i in cap if cand.stages[i] != ann.stages[i]]

@@ -15,7 +15,11 @@ Exit status:
 * 0 success (``check``: the schedule is valid).  When the time limit ends
   the search with a valid schedule in hand that is not proven optimal, it is
   printed as usual, followed by one line ``tvm-twill: not proven optimal:
-  gap X% ...`` on stderr, and the status is still 0;
+  gap X% ...`` on stderr, and the status is still 0.  An ii that is optimal
+  with a secondary objective (the length, the register peak) not proven
+  minimal (``--encoding paper``, or tie-breaks cut short) gets one line
+  ``tvm-twill: ii=N is optimal ...; length L not proven minimal (...)``
+  instead;
 * 1 ``check`` found violations (and nothing else ever exits 1);
 * 2 invalid input: a malformed or hostile file, option or argument (one line
   ``tvm-twill: error: ...`` on stderr);
@@ -130,11 +134,18 @@ def _solve_and_print(graph, args) -> int:
         plot_schedule(schedule, prepared.graph, prepared.machine, args.plot,
                       cycles_per_unit=report.unit_scale(schedule, prepared.graph))
         print(f"\nwrote {args.plot}")
-    if not schedule.optimal:  # the anytime answer: valid, with its proven lower bound
+    loose = report.unproven_tie_breaks(schedule)
+    if not schedule.ii_optimal:  # the anytime answer: valid, with its proven lower bound
         lb = schedule.lower_bound.ii
         sys.stdout.flush()
         _say(f"not proven optimal: gap {100 * gap(schedule.ii, lb):.1f}% (ii={schedule.ii}, every ii below {lb} "
              f"proven impossible); raise --time-limit to close it")
+    elif loose:  # the ii is optimal; a secondary objective is not proven minimal
+        sys.stdout.flush()
+        why = ("--encoding paper takes the first length Algorithm 1 finds and has no register objective"
+               if args.encoding == "paper" else "the tie-breaks' budget or the time limit ended them")
+        _say(f"ii={schedule.ii} is optimal (every smaller ii proven impossible); "
+             f"{', '.join(t.describe() for t in loose)} ({why})")
     if args.json:
         print(f"\nwrote {args.json}")
     return 0

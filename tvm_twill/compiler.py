@@ -33,8 +33,7 @@ from typing import NamedTuple
 from .errors import InputError, ToolchainError
 from .frontend import ASYNC_COPY_CONFIG, parse_target
 from .frontend.ir import branches, const_int, tirx, tvm
-from .transforms.annotate import WAITS_KEY
-from .transforms.wait_counts import WAITS_PIPELINE, expected_waits_value
+from .transforms.wait_counts import WAITS_PIPELINE
 from .transforms.ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
 from .transforms.ws_lowering import WS_PIPELINE, register_pipeline
 
@@ -46,6 +45,9 @@ def plan_tree(plans) -> list:
     """The plans and every nested plan (``plan.inner``), outermost first; ``plans``: one plan or a list."""
     if plans is None:
         return []
+    if not hasattr(plans, "annotation") and not isinstance(plans, (list, tuple)):
+        raise InputError(f"build takes a PipelinePlan or a list of them (what auto_pipeline returns), got "
+                         f"{type(plans).__name__}")
     todo = [plans] if hasattr(plans, "annotation") else list(plans)
     out = []
     for p in todo:
@@ -115,9 +117,8 @@ def check_module_carries(mod, plans) -> None:
     for p in plan_tree(plans):
         if not p.applied:
             continue
+        # with the wait guard's keys where TVM's counts are too large (transforms.wait_counts)
         want = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in p.annotations.items()}
-        if p.tvm_waits:  # the counts the guard lowers TVM's to (transforms.wait_counts)
-            want[WAITS_KEY] = expected_waits_value(p.tvm_waits)
         if not any(all(have.get(k) == v for k, v in want.items()) for have in loops.get(p.loop, [])):
             raise InputError(f"the module does not carry the plan of loop '{p.loop}' ({want}): pass the module "
                              "of the schedule auto_pipeline annotated (sch.mod after the call)")

@@ -15,15 +15,41 @@ from .report import role_name
 from .roofline import serialized_ii
 from .stages import other_shared, shared_summary
 
-__all__ = ["SYMBOLIC_NOTE", "explain_plan"]
+__all__ = ["SYMBOLIC_NOTE", "explain_plan", "ii_claim", "schedule_phrase"]
 
 #: What a plan assumes of a loop whose trip count is symbolic (stated in explain()).
 SYMBOLIC_NOTE = ("symbolic trip count: the plan is the same for every trip count (the II is the steady "
                  "state's); assumed: TVM's InjectSoftwarePipeline guards each prologue and epilogue statement "
                  "with its iteration's bound, so a loop shorter than the stage count (0 iterations included) "
                  "runs exactly the iterations that exist, with no overlap; the cp.async wait counts shown are "
-                 "the steady state's (TVM makes the prologue's counts depend on the trip count: compile with "
-                 "plan.tir_pipeline, which waits for every copy there)")
+                 "what tvm_twill.build compiles: the steady state's in the body, and 0 (wait for every copy) in "
+                 "the prologue and epilogue, where TVM emits 0 or a count that depends on the trip count, which "
+                 "the plan's pipeline plan.tir_pipeline lowers to 0 (safe, with less overlap there)")
+
+
+def _cut_short(sched) -> bool:
+    """Did the time limit end the search below ``sched``'s ii?  No ii between the proven lower bound and it
+    was found feasible (a plan that groups its copies keeps a larger ii than a schedule the solver found)."""
+    lb = sched.lower_bound
+    return (not sched.ii_optimal and lb is not None
+            and not any(a.result == "sat" and lb.ii <= a.ii < sched.ii for a in sched.attempts))
+
+
+def ii_claim(sched, q: int) -> str:
+    """What was proven of ``sched``'s ii (``q``: cycles per model unit): "optimal", or "not proven optimal"
+    with the lower bound proven (every II below it infeasible) and the gap."""
+    if sched.ii_optimal:
+        return "optimal"
+    lb = sched.lower_bound
+    if lb is None:
+        return "not proven optimal"
+    return (f"not proven optimal: every II below {lb.ii * q} cycles proven infeasible, gap {100 * sched.ii_gap:.1f}%"
+            + ("; the time limit ended the search: a larger time_limit can close it" if _cut_short(sched) else ""))
+
+
+def schedule_phrase(sched, q: int) -> str:
+    """"the optimal schedule", or "the best schedule found (not proven optimal: ...)" (``ii_claim``)."""
+    return "the optimal schedule" if sched.ii_optimal else f"the best schedule found ({ii_claim(sched, q)})"
 
 
 def _ws_opening(plan) -> list[str]:
@@ -125,9 +151,18 @@ def _limits(plan) -> list[str]:
     L = []
     gs = plan.solved_graph or g  # the bounds of what was solved (with a stage bound's constraints)
     res, rec = res_mii(gs, m), rec_mii(gs)
-    L.append(f"II = {s.ii * q} cycles per iteration ({'optimal' if s.optimal else 'best found'}); lower bounds: "
+    L.append(f"II = {s.ii * q} cycles per iteration ({ii_claim(s, q)}); lower bounds: "
              f"ResMII {res * q} cycles, RecMII {rec * q} cycles")
-    if s.ii == res:
+    reasons = sorted({a.reason for a in s.attempts if a.result == "unsat" and a.reason})
+    if not s.ii_optimal:  # say what was decided, and what was not
+        lb = s.lower_bound.ii if s.lower_bound is not None else max(res, rec)
+        refuted = (f"every II from {max(res, rec) * q} to {(lb - 1) * q} cycles was proven infeasible by "
+                   f"{'; '.join(reasons) or 'the model constraints'}" if lb > max(res, rec) else
+                   f"no II below the lower bound {lb * q} cycles works")
+        L.append(f"what limits the II: not proven: {refuted}; the IIs from {lb * q} to {(s.ii - 1) * q} cycles were "
+                 "not proven infeasible" + (" (the time limit ended the search before it decided them)"
+                                            if _cut_short(s) else ""))
+    elif s.ii == res:
         unit, total, cap = resource_bottleneck(gs, m)
         users = [op.name for op in g.ops if op.usage(unit)]
         L.append(f"what limits the II: resources - unit {unit_label(m.costs, unit)} is busy {total * q} of every "
@@ -138,9 +173,7 @@ def _limits(plan) -> list[str]:
         L.append(f"what limits the II: recurrence {' -> '.join(cyc + cyc[:1])} (a loop-carried dependence, "
                  "e.g. the accumulator)")
     else:
-        reasons = sorted({a.reason for a in s.attempts if a.result == "unsat" and a.reason})
-        proven = s.ii if s.optimal or s.lower_bound is None else s.lower_bound.ii  # best found: what was proven
-        L.append(f"what limits the II: every II from {max(res, rec) * q} to {(proven - 1) * q} cycles (in steps of "
+        L.append(f"what limits the II: every II from {max(res, rec) * q} to {(s.ii - 1) * q} cycles (in steps of "
                  f"{q}) was proven infeasible by "
                  f"{'; '.join(reasons) or 'the model constraints'} (registers, shared memory or latency "
                  "within the fixed window)")
@@ -182,15 +215,20 @@ def _memory(plan) -> list[str]:
                            for n, (_, b) in other_shared(ex, ann).items())
                  + f"; in all: {shared_summary(ex, ann, m)}")
     if ann.async_stages:
+        shown = plan.waits if ex.trip_count is not None else [w for w in plan.waits if w.part == "body"]
         waits = ", ".join(f"{w.part}{'' if w.iteration is None else '[' + str(w.iteration) + ']'} {w.in_flight}"
-                          for w in plan.waits)
+                          for w in shown)
+        if len(shown) < len(plan.waits):  # a symbolic trip count: the guarded parts wait for every copy
+            waits += "; every prologue and epilogue wait 0 (the trip count is symbolic, see above)"
         L.append(f"async stages {list(ann.async_stages)}: {', '.join(plan.async_copies)} become cp.async when "
                  f"compiled with tvm_twill.build(mod, target, plan) (or under plan.pass_context()); predicted "
                  f"cp.async.wait_group counts: {waits or 'none'}")
         fixed = [f"{w.emitted} -> {w.expected}" for w in plan.tvm_waits if w.emitted != w.expected]
         if fixed:
-            L.append(f"  TVM 0.27 would emit larger counts ({', '.join(fixed)}: a race); the plan's pipeline "
-                     f"{plan.tir_pipeline} lowers them (docs/tvm-wait-counts.md)")
+            L.append(f"  TVM 0.27 would emit larger counts ({', '.join(fixed)}: a race); so the loop carries its "
+                     f"async stages as tvm_twill_async_stages: TVM's default pipeline (a plain tvm.compile, "
+                     f"MetaSchedule's builder) compiles these copies synchronously, and the plan's pipeline "
+                     f"{plan.tir_pipeline} as cp.async with the counts lowered (docs/tvm-wait-counts.md)")
     else:
         L.append("no async stage (no stage consists only of cp.async-capable copies)")
     L.extend(f"  {name} stays a synchronous copy: {why}" for name, why in plan.sync_copies)

@@ -307,7 +307,7 @@ def plot_schedule(schedule, graph, machine, path, *, cycles_per_unit=None, title
     if tagged:  # the key of the numbered bars
         key = ", ".join(f"{t} = {n}" for t, n in sorted(tagged, key=lambda tn: int(tn[0])))
         fig.supxlabel(f"bars too narrow for a name carry the op's number: {key}", fontsize=7)
-    verdict = "optimal" if schedule.optimal else "not proven optimal"
+    verdict = "optimal ii" if schedule.ii_optimal else "ii not proven optimal"
     fig.suptitle(title or f"{schedule.graph} on {schedule.machine}: ii = {schedule.ii}, length = "
                  f"{schedule.length}, {schedule.num_stages} stage(s), {len(roles)} warp role(s) ({verdict})",
                  fontsize=11)

@@ -91,9 +91,27 @@ def role_name(warp: int, machine=None) -> str:
     return f"warp group {warp} (warps {warp * g}-{warp * g + g - 1})"
 
 
+def unproven_tie_breaks(schedule) -> list:
+    """The tie-breaks (``Schedule.tie_breaks``: length, register peak) not proven minimal."""
+    return [t for t in schedule.tie_breaks if not t.proven]
+
+
+def optimality(schedule) -> str:
+    """What was proven, the ii and each tie-break apart: "yes (every smaller ii ...)", "yes for the ii (...);
+    length 4 proven minimal; register peak 192 not proven minimal", or "not proven (... gap X%)"."""
+    lb = schedule.lower_bound
+    if not schedule.ii_optimal:
+        if lb is None:
+            return "not proven"
+        return f"not proven (every ii below {lb.ii} was proven impossible: gap {100 * schedule.ii_gap:.1f}%)"
+    text = "yes (every smaller ii was proven impossible)"
+    if not unproven_tie_breaks(schedule):
+        return text
+    return text.replace("yes", "yes for the ii", 1) + "; " + "; ".join(t.describe() for t in schedule.tie_breaks)
+
+
 def header(schedule, graph=None) -> str:
-    """Graph, machine, ii, length, stages and the optimality claim."""
-    verdict = "yes (every smaller ii was proven impossible)" if schedule.optimal else "not proven"
+    """Graph, machine, ii, length, stages and the optimality claim (``optimality``)."""
     unit, scale = time_unit(schedule, graph), unit_scale(schedule, graph)
     ii_text = f"ii = {schedule.ii}  (one iteration starts every {schedule.ii} {unit}"
     if scale is not None:
@@ -105,7 +123,7 @@ def header(schedule, graph=None) -> str:
         ii_text + ")",
         f"length L = {schedule.length}  (stages: {schedule.num_stages}, "
         f"overlapped copies: {_copies(schedule)})",
-        f"optimal: {verdict}  solved in {schedule.solve_seconds:.2f}s",
+        f"optimal: {optimality(schedule)}  solved in {schedule.solve_seconds:.2f}s",
     ])
 
 

@@ -176,7 +176,8 @@ def contiguous_async(ex, sched, ann, ms, solved, depth):
     ii, times, grouped = best
     ops = {op.name: Placement(time=times[op.name], stage=grouped.stages[i], order=grouped.orders[i], warp=0)
            for i, op in enumerate(g.ops)}
-    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), optimal=False)
+    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), optimal=False,
+                 tie_breaks=())
     bad = check(s2, g, ms)
     if bad:  # pragma: no cover - annotation_ii's times satisfy the model's rules
         raise UnsupportedLoopError(f"loop '{ex.loop}': grouping the async copies breaks the model: {bad[0]}")
@@ -264,12 +265,16 @@ def bound_depth(ex, sched, ann, ms, opts, solve, why=None):
     if cap is None:  # a symbolic trip count does not bound the stages
         cap = default_max_stages(DEFAULT_MAX_STAGES if ex.trip_count is None else ex.trip_count)
     n = ann.num_stages
+    ii_text = f"{'optimal ' if sched.ii_optimal else ''}II {sched.ii * ex.quantum} cycles"
+    best = "the optimal schedule" if sched.ii_optimal else "the schedule found (not proven optimal)"
     if n <= cap:
-        return sched, ann, None, (f"{n} stage(s): what the latencies need at the optimal II {sched.ii * ex.quantum} cycles "
-                                  f"(the shortest schedule at that II), within {why} = {cap}")
+        shortest = any(t.objective == "length" and t.proven for t in sched.tie_breaks)
+        return sched, ann, None, (f"{n} stage(s): what the latencies need at the {ii_text} "
+                                  f"({'the shortest schedule' if shortest else 'the schedule found'} at that II), "
+                                  f"within {why} = {cap}")
     if cap == 1:
         flat = PipelineAnnotation((0,) * len(ann.stages), tuple(range(len(ann.stages))))
-        return sched, flat, None, (f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; {why} = 1 "
+        return sched, flat, None, (f"{best} needs {n} stages at II {sched.ii * ex.quantum} cycles; {why} = 1 "
                                    "keeps the "
                                    "loop unpipelined")
     graph = ex.graph
@@ -281,6 +286,6 @@ def bound_depth(ex, sched, ann, ms, opts, solve, why=None):
     if a2.num_stages > cap:  # pragma: no cover - the added edges make it impossible
         raise UnsupportedLoopError(f"loop '{ex.loop}': could not bound the pipeline to {cap} stages")
     return s2, a2, bounded, (
-        f"the optimal schedule needs {n} stages at II {sched.ii * ex.quantum} cycles; bounded to "
+        f"{best} needs {n} stages at II {sched.ii * ex.quantum} cycles; bounded to "
         f"{cap} by {why}: re-solved with every pair of dependent statements within {cap} stages "
         f"(transforms.depth), {a2.num_stages} stage(s) at II {s2.ii * ex.quantum} cycles")

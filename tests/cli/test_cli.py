@@ -280,9 +280,11 @@ def test_console_script_solves_an_example():
 
 
 def test_paper_encoding_is_a_cli_choice(capsys):
-    """The paper's Algorithm 1 with its op[v,i,t] encoding finds Figure 1's II = 2, L = 4, without an optimality claim."""
+    """The paper's Algorithm 1 with its op[v,i,t] encoding finds Figure 1's II = 2, L = 4: the ii at its lower
+    bound is optimal, the length (Algorithm 1's first) is not proven minimal."""
     code, out, err = run(["example", "fa_fwd_fig1", "--encoding", "paper", "--quiet"], capsys)
     assert code == 0, err
-    assert "ii = 2 " in out and "length L = 4 " in out and "optimal: not proven" in out
+    assert "ii = 2 " in out and "length L = 4 " in out
+    assert "optimal: yes for the ii" in out and "length 4 not proven minimal (at least 3, gap 25.0%)" in out
     code, _, err = run(["example", "fa_fwd_fig1", "--encoding", "paper", "--cross-warp-sync"], capsys)
     assert code == 2 and "--encoding paper has no --cross-warp-sync" in err

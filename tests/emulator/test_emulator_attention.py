@@ -41,7 +41,11 @@ def _build(d, causal):
         sch.annotate(sch.get_sblock(gemm), "meta_schedule.auto_tensorize", "mma")
     plan = tvm_twill.auto_pipeline(sch, KV_LOOP, "sm_80", time_limit=120)
     f = tvm_twill.build(sch.mod, "sm_80", plan)
+    _MODULES[(d, causal)] = sch.mod
     return shape, plan, f, f.mod.imports[0].inspect_source()
+
+
+_MODULES: dict = {}  # (d, causal) -> the planned module, as auto_pipeline left it
 
 
 def _inputs(shape, n, seed=0):
@@ -70,6 +74,27 @@ def test_pipelined_attention_runs_on_the_emulator_against_numpy(built):
     want = attention_reference(q, k, v, shape.causal)
     assert np.abs(o.astype(np.float32) - want).max() < 2e-2
     assert np.count_nonzero(o) > o.size // 2  # both CTAs wrote their rows
+
+
+def test_a_plain_tvm_compile_of_the_plan_is_refused_or_right(built):
+    """What a user who skips tvm_twill.build gets: TVM's default pipeline under ``tirx.use_async_copy``.
+    Where TVM would miscount (or leave symbolic) the waits, the plan keeps its async stages out of TVM's key
+    (``transforms.wait_counts``), so the default build has synchronous copies and computes the same; else TVM
+    refuses the module.  Never a kernel with a wrong wait."""
+    shape, plan, _, _ = built
+    mod = _MODULES[(shape.head_dim, shape.causal)]
+    try:
+        with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
+            f = tvm.compile(mod, target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))
+    except (ValueError, RuntimeError) as err:  # TVM refuses it: loud, not wrong
+        assert not plan.tvm_waits, err
+        return
+    src = f.mod.imports[0].inspect_source()
+    assert plan.tvm_waits and "cp.async" not in src  # the guarded copies stay synchronous
+    q, k, v, o = _inputs(shape, N)
+    report = E.run(f, q, k, v, o, interleavings=2)
+    assert report.ok, str(report)
+    assert np.abs(o.astype(np.float32) - attention_reference(q, k, v, shape.causal)).max() < 2e-2
 
 
 def test_pipelined_attention_has_no_spills(built):

@@ -7,8 +7,9 @@ sm_90a is stages [0, 0, 3, 3, 3], order [1, 2, 0, 3, 4]: the stage-3 consumer be
 still writes, and wrong results.  The guard (``transforms.wait_counts``) compiles 2: the waits the plan
 computes (``plan.waits``), race-free.  4096^3 (128 k iterations), two CTAs of the grid emulated.
 
-Random annotated copy loops (``tir_gen.annotated_copy_loops``) guarded and compiled the same way run
-race-free and compute what numpy does, and so do the same stages and order with plain copies (the control,
+Random annotated copy loops (``tir_gen.annotated_copy_loops``) guarded and compiled the same way, and
+through TVM's default pipeline (where the guard keeps the copies synchronous), run race-free and compute
+what numpy does, and so do the same stages and order with plain copies (the control,
 which must be clean too: stages [0, 2, 0, 4], order [1, 0, 2, 3] of three copies once failed there, a false
 out-of-bounds shared access from the emulator's 64-bit sum of a 32-bit address register and its offset,
 now computed modulo 2^32): an execution check of the guard that does not rely on how it pairs TVM's waits
@@ -101,6 +102,11 @@ def test_guarded_copy_loops_run_race_free(case):
     assert control_right
     event("the guard lowers TVM's counts" if pairs else "TVM's counts kept")
     report, right = _emulate(spec, *compile_cuda(sch, "sm_80", tir_pipeline=register_waits_pipeline()))
+    assert report.ok, str(report)
+    assert right
+    # the same module through TVM's default pipeline, as a plain tvm.compile or MetaSchedule's builder compiles
+    # it: where the guard was needed the copies are synchronous there (transforms.wait_counts), so it is safe too
+    report, right = _emulate(spec, *compile_cuda(sch, "sm_80"))
     assert report.ok, str(report)
     assert right
 

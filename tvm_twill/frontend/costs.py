@@ -28,8 +28,10 @@ kind            unit  cycles
 A statement with work on several units (an inner loop of ldmatrix + mma)
 gets a reservation table that holds each unit for its own cycles, all from
 the first cycle: the units run in parallel, as the warps of the block
-interleave them.  ``TMA`` names the copy path of the machine: cp.async
-before sm_90 (``model.throughput.unit_label``), TMA / bulk copies after.
+interleave them.  ``TMA`` names the copy path of the machine: cp.async in
+TVM's one-role software pipeline on every arch (priced as the block's warps
+issuing cp.async; ``model.throughput.unit_label`` names it so), TMA / bulk
+copies only in the warp-specialized kernel on sm_90+ (its producer's issue).
 
 Choices, stated:
 
@@ -88,6 +90,7 @@ from .ir import (auto_copy_bytes, branches, children, const_int, dtype_bytes, ev
                  is_shared, s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
 from .cp_async import CP_ASYNC_BYTES, GUARDED_COPY, bound_store, guarded_copy, vector_layout_reason
 from .loops import LoopRef, pipeline_children
+from .views import declared_buffers
 
 __all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
 
@@ -181,15 +184,9 @@ class StatementAnalyzer:
         body = loop_ref.node.body
         self.alloc_bytes = {b.name: _alloc_bytes(b) for b in body.block.alloc_buffers} \
             if lowered and isinstance(body, s_tir.SBlockRealize) else {}
-        # Buffers the region detector may report: parameters and every allocation.
-        bufs = list(func.params)
-
-        def collect(stmt):
-            if isinstance(stmt, s_tir.SBlock):
-                bufs.extend(stmt.alloc_buffers)
-            for c in children(stmt):
-                collect(c)
-        collect(func.body)
+        # Buffers the region detector may report: parameters, allocations and views (match_buffer,
+        # decl_buffer: it drops an access to a buffer not in the map; ``views`` resolves them)
+        bufs = list(func.params) + declared_buffers(func.body)
         # buffer variables only: TVM refuses a scalar parameter (``n: T.int32``) in this map
         self.buffer_map = {b: b for b in bufs if isinstance(getattr(b, "ty", None), tirx.buffer.BufferType)}
         self.aligns = _collect_aligns(func)

@@ -9,7 +9,7 @@ from .graph import Edge, Graph, Op
 from .io import (GRAPH_FORMAT, dump, graph_from_dict, graph_to_dict, load_graph, load_machine,
                  load_schedule, machine_from_dict, machine_to_dict, schedule_from_dict, schedule_to_dict)
 from .machine import BUILTIN_MACHINES, CostModel, Machine, get_machine, machine_for_arch
-from .schedule import (Attempt, LowerBound, Placement, Schedule, body_order, busy_share, make_schedule,
+from .schedule import (Attempt, LowerBound, Placement, Schedule, TieBreak, body_order, busy_share, make_schedule,
                        topological_order)
 
 __all__ = [
@@ -17,5 +17,5 @@ __all__ = [
     "Op", "Placement", "Schedule", "Violation", "body_order", "busy_share", "check", "dump", "get_machine",
     "graph_from_dict", "graph_to_dict", "live_intervals", "load_graph", "load_machine", "load_schedule",
     "machine_for_arch", "machine_from_dict", "machine_to_dict", "make_schedule", "rec_mii", "register_peaks", "res_mii",
-    "schedule_from_dict", "schedule_to_dict", "topological_order", "verify",
+    "schedule_from_dict", "schedule_to_dict", "TieBreak", "topological_order", "verify",
 ]

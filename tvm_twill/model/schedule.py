@@ -42,6 +42,33 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class TieBreak:
+    """A secondary objective of the solve at the schedule's ii (``length``, ``register peak``): the schedule's
+    ``value`` and the ``bound`` proven below it (no schedule at that ii does better; None: not sought, e.g.
+    the paper's encoding has no register objective, or the time limit came first)."""
+
+    objective: str
+    value: int
+    bound: int | None = None
+
+    @property
+    def proven(self) -> bool:
+        """Is ``value`` proven the least?"""
+        return self.bound is not None and self.bound >= self.value
+
+    def describe(self) -> str:
+        """One phrase: "length 4 proven minimal", "length 12 not proven minimal (at least 9, gap 25.0%)"."""
+        if self.proven:
+            return f"{self.objective} {self.value} proven minimal"
+        if self.bound is None:
+            return f"{self.objective} {self.value} not minimized"
+        if self.bound <= 0:  # only the trivial bound
+            return f"{self.objective} {self.value} not proven minimal"
+        gap = (self.value - self.bound) / self.value if self.value else 0.0
+        return f"{self.objective} {self.value} not proven minimal (at least {self.bound}, gap {100 * gap:.1f}%)"
+
+
+@dataclass(frozen=True)
 class Schedule:
     graph: str
     machine: str
@@ -63,10 +90,14 @@ class Schedule:
     #: Optional extension: the next best schedules, distinct up to renaming (``solve(..., top_k=K)``,
     #: ``tvm-twill solve --top K``; docs/formats.md, "The K best schedules"), in rank order.
     alternatives: tuple = field(default=(), compare=False)
+    #: The secondary objectives at the ii (``TieBreak``s: the length, the register peak), each with what was
+    #: proven of it; () when unknown (an anytime answer, a schedule read back from JSON).  In memory only.
+    tie_breaks: tuple = field(default=(), compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "ops", dict(self.ops))
         object.__setattr__(self, "alternatives", tuple(self.alternatives))
+        object.__setattr__(self, "tie_breaks", tuple(self.tie_breaks))
         object.__setattr__(self, "cycles", dict(self.cycles))
         object.__setattr__(self, "attempts", tuple(self.attempts))
 
@@ -75,6 +106,13 @@ class Schedule:
         """Is the ii proven optimal?  ``optimal`` (the solve finished, tie-breaks included), or an ii no
         larger than the solve's lower bound (a search cut short there only left its tie-breaks)."""
         return self.optimal or (self.lower_bound is not None and self.lower_bound.ii >= self.ii)
+
+    @property
+    def ii_gap(self) -> float | None:
+        """(ii - proven lower bound) / ii: 0.0 when the ii is proven optimal, None without a lower bound."""
+        if self.ii_optimal:
+            return 0.0
+        return None if self.lower_bound is None else max(0.0, (self.ii - self.lower_bound.ii) / self.ii)
 
     @property
     def num_stages(self) -> int:

@@ -179,9 +179,12 @@ def issue_cycles(chip, instructions: dict, *, warps: int = 1) -> float:
     return slots / per_clock
 
 
-def unit_label(costs, unit: str) -> str:
-    """How a machine unit is named to a reader: ``TMA`` is the cp.async path before sm_90."""
-    if unit == "TMA" and costs is not None and _cc(costs.arch) < 90:
+def unit_label(costs, unit: str, *, producer: bool = False) -> str:
+    """How a machine unit is named to a reader.  ``TMA`` is the machine's async copy path: per-thread
+    cp.async in TVM's one-role software pipeline on every arch (its async stages lower to cp.async, and
+    the front-end prices them so), and TMA / bulk copies only where a warp-specialized ``producer`` issues
+    them (sm_90 and later, ``uses_bulk_copies``)."""
+    if unit == "TMA" and not (producer and uses_bulk_copies(costs)):
         return "async copy (cp.async)"
     return unit
 

@@ -384,12 +384,12 @@ def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | Non
     ceil(L/ii) is unsat, the search moves on to ii+1 without proving that no
     longer L works at ii, so a smaller ii is not ruled out.  ``lower_bound.ii``
     is the first ii whose modulo ILP is feasible (every smaller one is proved
-    impossible).  The result is verified by the independent checker.  Raises
-    SolverTimeoutError (with the attempts so far) when ``time_limit`` seconds
+    impossible: an ii equal to it is optimal, ``Schedule.ii_optimal``; ``tie_breaks``: length
+    and registers not minimized), verified by the independent checker.  Raises SolverTimeoutError (with the attempts so far) when ``time_limit`` seconds
     (or the ``limits.Deadline`` ``deadline``) run out.
     """
     from ..model import Attempt, LowerBound, get_machine, make_schedule, rec_mii, res_mii, verify
-    from .search import default_max_ii
+    from .search import default_max_ii, untried_tie_breaks
 
     machine = get_machine(machine)
     graph.validate_for(machine)
@@ -434,9 +434,9 @@ def paper_search(graph, machine, *, time_limit: float = 300.0, max_ii: int | Non
                 continue
             attempts.append(Attempt(ii, length, "sat", seconds, solver=SOLVER))
             times, warps = found
-            schedule = make_schedule(graph, machine.name, ii, times, warps, cycles, optimal=False,
-                                     lower_bound=lower, attempts=attempts,
-                                     solve_seconds=round(_time.monotonic() - start, 3))
+            schedule = make_schedule(graph, machine.name, ii, times, warps, cycles, optimal=False, lower_bound=lower,
+                                     attempts=attempts, solve_seconds=round(_time.monotonic() - start, 3),
+                                     tie_breaks=untried_tie_breaks(graph, ii, times, warps))
             verify(schedule, graph, machine)
             return schedule
     raise InfeasibleError(f"paper search found no schedule for '{graph.name}' on '{machine.name}' with ii in "

@@ -61,7 +61,8 @@ that tie-break the same way on every machine.  So with a time limit that is
 not reached, the schedule does not depend on machine speed; with one that
 is, the answer is the anytime one (or SolverTimeoutError).  The length is
 therefore the shortest z3 finds within the budget (the shortest in practice; a longer one is never
-passed off as proven).
+passed off as proven: ``Schedule.tie_breaks`` keeps the length and register peak with the bound each
+was proven to, and the reports say which were proven minimal).
 
 ``optimal`` is true when every ii in [LB, ii) was proven impossible.  The
 search stops at ``max_ii`` (default: the ii at which one iteration fits
@@ -75,8 +76,8 @@ import time as _time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ..errors import GraphError, InfeasibleError, SolverTimeoutError
-from ..model import Attempt, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
+from ..errors import GraphError, InfeasibleError, InputError, SolverTimeoutError
+from ..model import Attempt, Graph, LowerBound, TieBreak, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
 from ..model.graph import MAX_INT
 from .symmetry import canonical_named_roles
@@ -135,6 +136,28 @@ class SolveOptions:
 
     def __post_init__(self):
         check_top_k(self.top_k)
+        _check_fields(self)
+
+
+def _check_fields(o: SolveOptions) -> None:
+    """InputError (one line, the field named) for a SolveOptions field of the wrong type or range."""
+    from .normalize import OBJECTIVES
+
+    def whole(v):
+        return not isinstance(v, bool) and isinstance(v, int) and v >= 1
+    t = o.time_limit
+    checks = [("time_limit", t is None or not isinstance(t, bool) and isinstance(t, (int, float)) and t >= 0,
+               "a number of seconds >= 0 or None (no limit)"),
+              ("normalize_bound", whole(o.normalize_bound), "an integer >= 1"),
+              ("normalize_objective", o.normalize_objective in OBJECTIVES, f"one of {list(OBJECTIVES)}"),
+              ("streaming_depth", whole(o.streaming_depth), "an integer >= 1"),
+              ("max_ii", o.max_ii is None or whole(o.max_ii), "an integer >= 1 or None"),
+              ("progress", o.progress is None or callable(o.progress), "a callable or None")]
+    checks += [(f, isinstance(getattr(o, f), bool), "True or False")
+               for f in ("cross_warp_sync", "heuristic", "fallback", "symmetry")]
+    for name, ok, want in checks:
+        if not ok:
+            raise InputError(f"SolveOptions: {name} must be {want}, got {getattr(o, name)!r}")
 
 
 @dataclass(frozen=True)
@@ -232,6 +255,11 @@ def solve(graph, machine=None, *, time_limit: float | None = None, options: Solv
     valid schedule is found (after one is found: the anytime answer, with
     ``optimal`` false).  ``progress``: see ``SolveOptions``.
     """
+    if not isinstance(graph, Graph):
+        raise InputError(f"solve takes a tvm_twill.Graph, got {type(graph).__name__}: read a JSON graph with "
+                         "tvm_twill.model.load_graph(path)")
+    if options is not None and not isinstance(options, SolveOptions):
+        raise InputError(f"options must be a tvm_twill.solvers.SolveOptions (or None), got {type(options).__name__}")
     opts = options or SolveOptions()
     if time_limit is not None:
         opts = replace(opts, time_limit=time_limit)
@@ -318,13 +346,14 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
     def optimum(problem, first, ii: int, proof_seconds: float):
         """ii is proven optimal and ``first`` is a schedule there: tie-breaks, check."""
         emit("tie-breaks", ii, ii, ii)  # a schedule at the proven optimal ii is in hand
-        times, warps = (first.times, first.warps) if problem is None else \
+        times, warps, ties = (first.times, first.warps, untried_tie_breaks(g, ii, first.times, first.warps)) \
+            if problem is None else \
             _shortest(problem, first, ii, g, attempts, dl.ending_earlier(_finish_reserve(dl, built[0])), proven(ii))
         sched = make_schedule(
             g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
             optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
             solve_seconds=dl.elapsed(), proof_seconds=proof_seconds, attempts=tuple(attempts),
-            normalization=prep.normalization, streaming=streaming)
+            normalization=prep.normalization, streaming=streaming, tie_breaks=ties)
         emit("done", ii, ii)
         return checked(sched)
 
@@ -442,6 +471,19 @@ def _finish_reserve(dl: Deadline, build_seconds: float) -> float:
     return 0.0 if dl.limit is None else min(1.0, 0.05 * dl.limit) + 0.2 * build_seconds
 
 
+def length_floor(graph) -> int:
+    """No schedule of ``graph`` is shorter: its critical path, and its longest op."""
+    return max(critical_path(graph), max(op.cycles for op in graph.ops))
+
+
+def untried_tie_breaks(graph, ii: int, times: dict, warps: dict) -> tuple:
+    """The tie-breaks of a schedule whose length and registers were not minimized: the length against
+    ``length_floor``, the register peak without a bound."""
+    length = max(times[op.name] + op.cycles for op in graph.ops)
+    return (TieBreak("length", length, length_floor(graph)),
+            TieBreak("register peak", register_peak(graph, ii, times, warps)))
+
+
 def critical_path(graph) -> int:
     """A lower bound on the length: the longest distance-0 dependence chain,
     ending with its last op's cycles (times are >= 0, spills only add)."""
@@ -456,7 +498,8 @@ def critical_path(graph) -> int:
 
 def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
     """Tie-breaks at the optimal ii (see the module docstring): shortest length,
-    then lowest per-warp register peak, then latest issue times.
+    then lowest per-warp register peak, then latest issue times.  Returns (times,
+    warps, the length's and register peak's ``TieBreak``s: what was proven of each).
 
     Every query is bounded by its rlimit and all of them together by
     TIE_BREAK_TOTAL_RLIMIT (deterministic); a query that exhausts its budget
@@ -491,7 +534,7 @@ def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
 
     # Shortest length: gallop up from the critical path (answers near the bound
     # are cheap), then bisect between the last unsat and the best sat length.
-    lo, hi = max(critical_path(g), max(op.cycles for op in g.ops)), length(first.times)
+    lo, hi = length_floor(g), length(first.times)
     step = 1
     while lo < hi:
         mid = min(hi - 1, lo + step - 1) if step < hi - lo else (lo + hi) // 2
@@ -503,7 +546,7 @@ def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
             best, hi = r, length(r.times)
         else:
             lo, step = mid + 1, step * 2
-    L = hi
+    L, length_lo = hi, lo
 
     def bisect(lo, hi, what, run, measure):
         nonlocal best
@@ -515,9 +558,9 @@ def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
                 best, hi = r, measure(r)
             else:
                 lo = (lo + hi) // 2 + 1
-        return hi
+        return lo, hi
 
-    R = bisect(0, best.reg_peak, "lowest register peak",
+    regs_lo, R = bisect(0, best.reg_peak, "lowest register peak",
                lambda what, mid: query(what, TIE_BREAK_RLIMIT, max_length=L, max_regs=mid),
                lambda r: r.reg_peak)
     # As late as possible: the largest sum of issue times (bisection on its negation).
@@ -525,4 +568,5 @@ def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
     bisect(-latest, -sum(best.times.values()), "latest issue times",
            lambda what, mid: query(what, TIE_BREAK_RLIMIT, max_length=L, max_regs=R, min_time_sum=-mid),
            lambda r: -sum(r.times.values()))
-    return best.times, best.warps
+    return best.times, best.warps, (TieBreak("length", length(best.times), length_lo),
+                                    TieBreak("register peak", register_peak(g, ii, best.times, best.warps), regs_lo))

@@ -201,7 +201,7 @@ class AsyncWait:
     in_flight: int
 
 
-def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int, *,
+def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int | None, *,
                 keep_redundant: bool = False) -> tuple[AsyncWait, ...]:
     """The waits the pipelined loop needs, in program order, by queue simulation.
 
@@ -233,9 +233,18 @@ def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int, *,
     an earlier wait already completed (any count is safe there; the one given
     is the number of groups committed after the newest group read): TVM emits
     a wait before every consumer it places, so this list lines up with TVM's.
+
+    ``trip_count`` None: a symbolic trip count, the waits ``tvm_twill.build`` compiles.  The loop simulated
+    is one long enough to reach the steady state (2 x stages + 1 iterations), the body's counts as above;
+    every prologue and epilogue wait waits for every copy (0): TVM guards those iterations with the trip
+    count, emits the epilogue's counts as 0 and the prologue's as expressions of the trip count, which the
+    plan's pipeline lowers to their lower bound, 0 (``swp_lowering.constant_async_waits``).  Safe, and the
+    overlap it costs is in the prologue and epilogue only (once per kernel).
     """
-    q = _AsyncQueue(ann, graph, trip_count, keep_redundant)
     S = ann.num_stages - 1
+    guarded = trip_count is None
+    trip_count = 2 * ann.num_stages + 1 if guarded else trip_count
+    q = _AsyncQueue(ann, graph, trip_count, keep_redundant, guarded)
     for k in range(S):
         q.run("prologue", k, k)
     for i in range(S, trip_count):
@@ -248,11 +257,13 @@ def async_waits(ann: PipelineAnnotation, graph: Graph, trip_count: int, *,
 class _AsyncQueue:
     """The single cp.async queue as ``async_waits`` simulates it: the groups committed, the waits emitted."""
 
-    def __init__(self, ann: PipelineAnnotation, graph: Graph, trip_count: int, keep_redundant: bool = False):
+    def __init__(self, ann: PipelineAnnotation, graph: Graph, trip_count: int, keep_redundant: bool = False,
+                 guarded: bool = False):
         deps = [(a, b) for a, b, dist in statement_deps(graph, data_only=True) if dist == 0]
         n = len(ann.stages)
         asyncs = set(ann.async_stages)
         self.ann, self.trip_count, self.keep_redundant = ann, trip_count, keep_redundant
+        self.guarded = guarded  # a symbolic trip count: the unrolled parts wait for every copy
         self.is_async = [ann.stages[i] in asyncs for i in range(n)]
         self.seq = sorted(range(n), key=lambda i: ann.orders[i])
         self.producers = {b: sorted({a for a, d in deps if d == b and self.is_async[a] and a != b
@@ -307,6 +318,7 @@ class _AsyncQueue:
     def _emit(self, part: str, k: int | None, pending: dict) -> None:
         """The waits of one kernel iteration, in program order (the body's: once, its counts collected)."""
         for st, (before, at, need) in sorted(pending.items(), key=lambda kv: self.ann.orders[kv[1][0]]):
+            need = 0 if self.guarded and part != "body" else need
             self.done = max(self.done, at - need)
             if part == "body":
                 self.body_counts.setdefault(st, []).append(need)
@@ -326,13 +338,17 @@ class _AsyncQueue:
 #: as a comma-separated string (written by ``wait_counts.guard_loop_waits`` where TVM's counts are too large;
 #: read by its passes).
 WAITS_KEY = "tvm_twill_async_wait_counts"
+#: Loop annotation: the async stages of a loop whose wait counts TVM 0.27 would compute too large, kept out of
+#: ``software_pipeline_async_stages`` so that TVM's default pipeline compiles those copies synchronously
+#: (correct, slower); the wait guard's first pass (``wait_counts.mark_expected_waits``) puts them back.
+GUARDED_ASYNC_KEY = "tvm_twill_async_stages"
 
 
 def remove_annotation(sch, loop_rv) -> None:
     """Remove every software-pipeline annotation from the loop (no-op when it has none), and the expected
-    wait counts (``WAITS_KEY``) that belong to it."""
+    wait counts (``WAITS_KEY``) and guarded async stages (``GUARDED_ASYNC_KEY``) that belong to it."""
     node = sch.get(loop_rv)
-    for key in (*ANNOTATION_KEYS, WAITS_KEY):
+    for key in (*ANNOTATION_KEYS, WAITS_KEY, GUARDED_ASYNC_KEY):
         if key in node.annotations:
             sch.unannotate(loop_rv, key)
 

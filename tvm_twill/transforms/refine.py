@@ -99,7 +99,8 @@ def wait_count_caveat(ann: PipelineAnnotation, graph) -> str | None:
         return None
     return (f"the order {list(ann.orders)} puts a statement that reads the cp.async copies of stage "
             f"{list(ann.async_stages)} before them, and no order with the copies first fits: TVM 0.27 counts that "
-            "wait too high; the plan's pipeline lowers it to plan.waits (the wait guard: plan.tvm_waits)")
+            "wait too high; the plan's pipeline lowers it to plan.waits (the wait guard: plan.tvm_waits), and "
+            "TVM's default pipeline compiles these copies synchronously")
 
 
 def async_copies_first(ann: PipelineAnnotation) -> PipelineAnnotation:

@@ -10,8 +10,11 @@ needs an immediate).  ``constant_async_waits`` replaces every such count by
 the smallest value it can take (its lower bound over the loop variables, at
 least 0): ``cp.async.wait_group N`` completes all but the ``N`` newest
 groups, so a smaller ``N`` waits for more copies and is always safe; it
-costs overlap only in the prologue (once per kernel).  Constant counts are
-left alone.  The pass runs right after InjectSoftwarePipeline.
+costs overlap only in the prologue (once per kernel).  (In the epilogue of
+such a loop TVM itself emits 0.)  So every prologue and epilogue wait of a
+symbolic trip count compiles to 0, which is what ``annotate.async_waits``
+(trip count None) and ``plan.waits`` state.  Constant counts are left
+alone.  The pass runs right after InjectSoftwarePipeline.
 
 The same guards hold shared-memory statements (the prologue's copies, the
 epilogue's reads).  TVM's ThreadSync refuses to place a barrier between two

@@ -37,9 +37,10 @@ from ..errors import WaitCountError
 from ..frontend.ir import (children, const_int, s_tir, splice_passes, stock_finalize_passes, stock_s_tir_passes,
                            substitute, tir_pipeline_registry, tirx, tvm, tvm_ffi)
 from ..frontend.lowering import ASYNC_COPY_CONFIG, pipeline_prefix_passes
-from .annotate import WAITS_KEY, async_waits
+from ..model.pipeline import ASYNC_STAGES
+from .annotate import GUARDED_ASYNC_KEY, WAITS_KEY, async_waits
 
-__all__ = ["WAITS_KEY", "WAITS_PIPELINE", "TvmWait", "exact_async_waits", "exact_async_waits_pass",
+__all__ = ["GUARDED_ASYNC_KEY", "WAITS_KEY", "guarded_annotations", "WAITS_PIPELINE", "TvmWait", "exact_async_waits", "exact_async_waits_pass",
            "annotate_expected_waits", "expected_waits_value", "guard_loop_waits", "mark_expected_waits", "mark_expected_waits_pass", "register_waits_pipeline",
            "tvm_counts_safe", "tvm_wait_counts", "with_wait_guard"]
 
@@ -65,12 +66,15 @@ class TvmWait:
 # -- before InjectSoftwarePipeline: the loop annotation becomes a mark around the loop -----------------------
 def mark_expected_waits(func):
     """``func`` with each loop annotated ``WAITS_KEY`` wrapped in a mark carrying those counts (and the
-    annotation removed from the loop, so nothing after the guard sees it)."""
+    annotation removed from the loop, so nothing after the guard sees it); the loop's guarded async stages
+    (``GUARDED_ASYNC_KEY``) become its ``software_pipeline_async_stages`` again, for InjectSoftwarePipeline."""
     def fix(loop):
         if WAITS_KEY not in (loop.annotations or {}):
             return loop
         counts = str(loop.annotations[WAITS_KEY])
-        keep = {k: v for k, v in loop.annotations.items() if k != WAITS_KEY}
+        keep = {k: v for k, v in loop.annotations.items() if k not in (WAITS_KEY, GUARDED_ASYNC_KEY)}
+        if GUARDED_ASYNC_KEY in loop.annotations:
+            keep[ASYNC_STAGES] = loop.annotations[GUARDED_ASYNC_KEY]
         new = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body, loop.thread_binding, keep,
                        getattr(loop, "step", None))
         return tirx.AttrStmt(f"{loop.loop_var.name}:{counts}", _MARK, tirx.const(0, "int32"), new)
@@ -262,6 +266,7 @@ def guard_loop_waits(sch, loop_rv, ann, graph, trip_count: int | None) -> tuple[
             return ()
         raise
     if any(p.too_large for p in pairs):
+        _hide_async_stages(sch, loop_rv)
         return tuple(pairs)
     sch.unannotate(loop_rv, WAITS_KEY)
     return ()
@@ -272,8 +277,34 @@ def expected_waits_value(tvm_waits) -> str:
     return ",".join(str(w.expected) for w in tvm_waits)
 
 
+def _hide_async_stages(sch, loop_rv) -> None:
+    """Move the loop's ``software_pipeline_async_stages`` to ``GUARDED_ASYNC_KEY``: compiled by TVM's default
+    pipeline (a plain ``tvm.compile``, MetaSchedule's builder) the loop's copies are then synchronous, since
+    TVM would count their waits too large; the guard's pipelines put them back and lower the counts."""
+    ann = sch.get(loop_rv).annotations
+    if ASYNC_STAGES in ann:
+        stages = [int(v) for v in ann[ASYNC_STAGES]]
+        sch.unannotate(loop_rv, ASYNC_STAGES)
+        sch.annotate(loop_rv, GUARDED_ASYNC_KEY, stages)
+
+
+def guarded_annotations(annotations: dict, tvm_waits) -> dict:
+    """The loop annotations a plan writes (``annotations``: ``{key: value}`` as ``sch.annotate`` takes them)
+    with its wait guard: unchanged when TVM's counts are safe (``tvm_waits`` empty), else the async stages
+    under ``GUARDED_ASYNC_KEY`` and the expected counts under ``WAITS_KEY``."""
+    if not tvm_waits:
+        return dict(annotations)
+    out = {k: v for k, v in annotations.items() if k != ASYNC_STAGES}
+    if ASYNC_STAGES in annotations:
+        out[GUARDED_ASYNC_KEY] = list(annotations[ASYNC_STAGES])
+    out[WAITS_KEY] = expected_waits_value(tvm_waits)
+    return out
+
+
 def annotate_expected_waits(sch, loop_rv, tvm_waits) -> None:
-    """Write a plan's expected wait counts on its loop (after its pipeline annotation: ``apply_annotation``
-    removes them) when the plan has some (``tvm_waits``); a plan without leaves the loop as it is."""
+    """Write a plan's wait guard on its loop (after its pipeline annotation: ``apply_annotation`` removes it)
+    when the plan has one (``tvm_waits``): the expected counts, and the async stages moved out of TVM's key
+    (``guarded_annotations``); a plan without leaves the loop as it is."""
     if tvm_waits:
         sch.annotate(loop_rv, WAITS_KEY, expected_waits_value(tvm_waits))
+        _hide_async_stages(sch, loop_rv)
