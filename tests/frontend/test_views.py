@@ -249,3 +249,31 @@ def test_an_undeclared_buffer_view_of_a_pointer_cannot_be_scheduled():
     func = tvm.script.from_source(text, check_well_formed=False)
     with pytest.raises(Exception, match="without a prior DeclBuffer"):
         tvm.s_tir.Schedule(func)
+
+
+@pytest.mark.parametrize("kind", ["match_buffer in a block around the loop", "decl_buffer at function level"])
+def test_plan_module_and_metaschedule_see_the_hazard_too(kind):
+    """The other entry points that re-plan an annotated loop (plan_module; MetaSchedule's TwillPipeline) go
+    through the same front-end: the loop of the issue, annotated as a rule would (two stages), re-planned
+    by each, computes on llvm what the loop computes unpipelined."""
+    import tvm_twill
+    from tvm_twill.metaschedule import TwillPipeline
+    from tvm_twill.model.pipeline import PipelineAnnotation
+    from tvm_twill.transforms import apply_annotation
+
+    func = tir_gen.parse(kernel(kind))
+
+    def annotated():
+        sch = tvm.s_tir.Schedule(func)
+        apply_annotation(sch, sch.get_loops(sch.get_sblock("body"))[-1], PipelineAnnotation((0, 1), (0, 1), ()))
+        return sch
+
+    mplan = tvm_twill.plan_module(annotated().mod, "sm_80", max_workers=1, quiet=True)
+    assert _wrong(func, cpu_runnable(mplan.mod, "the planned module")) == 0
+    sch = annotated()
+    twill = TwillPipeline(cache=None)
+    twill.target = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    twill.apply(sch)
+    (replan,) = twill.history
+    assert replan.nests and all(n.plan is None or n.plan.extraction.hazards for n in replan.nests)
+    assert _wrong(func, cpu_runnable(sch.mod, "the re-planned candidate")) == 0
