@@ -108,6 +108,51 @@ def test_layers_are_acyclic():
         visit(p, [])
 
 
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports() -> dict:
+    """module -> the package's modules it imports (``tvm_twill.a.b``), at any depth: imports inside functions
+    and under ``if TYPE_CHECKING`` count; ``from . import x`` names the submodule ``x`` when there is one."""
+    mods = {_module_name(p): p for p in PKG.rglob("*.py")}
+    out = {}
+    for name, path in mods.items():
+        pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = pkg[:len(pkg) - (node.level - 1)] if node.level else []
+                full = ".".join(base + (node.module.split(".") if node.module else []))
+                for a in node.names:
+                    sub = f"{full}.{a.name}"
+                    deps.add(sub if sub in mods else full)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        out[name] = {d for d in deps if d in mods and d != name}
+    return out
+
+
+def test_no_import_circle_file_to_file():
+    """No module imports, through any chain, a module that imports it: inside a room too (a circle there
+    splits into a shared lower module, as ``emulator/values.py`` holds the engine's step results)."""
+    deps = module_imports()
+    state: dict = {}
+
+    def visit(m, path):
+        assert state.get(m) != "open", f"import circle: {' -> '.join(path[path.index(m):] + [m])}"
+        if state.get(m) == "done":
+            return
+        state[m] = "open"
+        for d in sorted(deps[m]):
+            visit(d, path + [m])
+        state[m] = "done"
+
+    for m in sorted(deps):
+        visit(m, [])
+
+
 def test_only_frontend_ir_and_workloads_import_tvm():
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG).as_posix()

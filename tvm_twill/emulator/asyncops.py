@@ -19,9 +19,9 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .engine import BLOCKED
 from .memops import _check_write, _lanes, address
 from .memory import PENDING, lane_bytes
+from .values import BLOCKED
 
 
 @dataclass

@@ -24,10 +24,7 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings as F
 from .memory import SharedMemory
-from .values import LANE_IDS, LANES
-
-BLOCKED = 1
-YIELD = 2
+from .values import BLOCKED, LANE_IDS, LANES, YIELD
 
 
 @dataclass(frozen=True)

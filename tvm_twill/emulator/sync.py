@@ -23,9 +23,8 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .engine import BLOCKED
 from .memops import address
-from .values import LANE_IDS, LANES
+from .values import BLOCKED, LANE_IDS, LANES
 
 YIELD = 2
 

@@ -17,6 +17,10 @@ from ..errors import EmulationError
 from .ptx import WIDTH
 
 LANES = 32
+#: What an instruction's handler returns when its warp cannot go on (a wait not yet satisfied), and when it
+#: gives the scheduler a chance to run another warp (the engine's loop reads both).
+BLOCKED = 1
+YIELD = 2
 RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 TYPED = {"u8": np.uint8, "s8": np.int8, "b8": np.uint8, "u16": np.uint16, "s16": np.int16, "b16": np.uint16,
          "f16": np.float16, "bf16": np.uint16, "u32": np.uint32, "s32": np.int32, "b32": np.uint32,

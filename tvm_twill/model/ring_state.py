@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from ..errors import InputError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .protocol import RingProtocol
+# ``RingProtocol`` in the annotations below is ``model.protocol.RingProtocol``; it is not imported, not even for
+# type checking, since ``protocol`` imports this module (the package has no import circle, file to file).
 
 __all__ = ["CheckIncomplete", "Mbarrier", "ProtocolViolation", "Ring", "RingState", "Slot", "Warp", "explore",
            "successors"]
