@@ -28,7 +28,7 @@ from tvm_twill.data import load_example  # noqa: E402
 from tvm_twill.model import BUILTIN_MACHINES  # noqa: E402
 from tvm_twill.model.prediction import predict  # noqa: E402
 from tvm_twill.model.throughput import Cluster, occupancy, wave_reuse  # noqa: E402
-from tvm_twill.roofline import graph_prediction  # noqa: E402
+from tvm_twill.planner.roofline import graph_prediction  # noqa: E402
 from tvm_twill.solvers import prepare, solve_prepared  # noqa: E402
 
 #: (row, machine, kernel description, published TFLOPS, source of the published figure)

@@ -1,6 +1,6 @@
 """A whole model, end to end: plan every software pipeline of a small Llama-class model in one command.
 
-Builds the model with ``tvm.relax.frontend.nn`` (``tvm_twill.llama``: RMSNorm,
+Builds the model with ``tvm.relax.frontend.nn`` (``tvm_twill.workloads.llama``: RMSNorm,
 q/k/v/o projections, attention matmuls, SwiGLU MLP), lowers it with relax,
 schedules it with dlight for each arch (tensor-core ``Matmul`` first), then
 ``tvm_twill.plan_module`` re-plans every pipeline nest dlight wrote, with
@@ -79,7 +79,7 @@ def compile_planned(plan) -> dict:
 
 
 def run_arch(arch: str, args, cfg) -> dict:
-    from tvm_twill.llama import dlight_arch, scheduled_module
+    from tvm_twill.workloads.llama import dlight_arch, scheduled_module
 
     t = time.perf_counter()
     mod = scheduled_module(cfg, arch)
@@ -166,7 +166,7 @@ def markdown(doc: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from tvm_twill.llama import LlamaConfig
+    from tvm_twill.workloads.llama import LlamaConfig
 
     cfg = LlamaConfig(layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn, seq=args.seq)
     rows = [run_arch(arch, args, cfg) for arch in (args.arch or ["sm_80", "sm_90a"])]

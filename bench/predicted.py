@@ -1,7 +1,7 @@
 """The model's prediction of a GPU-suite kernel, as ``gpu_suite.py prepare`` writes it into a manifest.
 
 ``record(plan)`` is ``plan.prediction()`` (cycles per iteration, TFLOPS for the problem, the bound; see
-``tvm_twill.roofline``) with the machine model it is for and the flops per iteration the runners need to
+``tvm_twill.planner.roofline``) with the machine model it is for and the flops per iteration the runners need to
 count measured TFLOPS the same way.  A kernel that is not planned by ``auto_pipeline`` is evaluated as
 compiled: ``serial(sch, loop, arch)`` for an unpipelined loop (every statement in stage 0, the original
 order), ``annotated(sch, loop, arch)`` for a loop carrying its own (hand) annotation, both through
@@ -19,7 +19,7 @@ def record(obj, registers: int | None = None, *, tensor_cores: bool = True) -> d
     """The manifest's ``prediction`` of a PipelinePlan or of an ``evaluate_annotation`` result.
     ``tensor_cores=False``: the kernel has no tensor-core instruction, so its FLOP run on the CUDA cores:
     the record adds their peak (``cuda_core_peak_tflops``) and a ``note`` when the prediction is above it."""
-    from tvm_twill.roofline import plan_prediction
+    from tvm_twill.planner.roofline import plan_prediction
 
     machine = obj.extraction.machine
     if hasattr(obj, "prediction"):

@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     from tvm_twill.solvers import SolveOptions, prepare, solve_prepared
 
     from tvm_twill.errors import PlotUnavailableError
-    from tvm_twill.plot import require_matplotlib
+    from tvm_twill.report.plot import require_matplotlib
 
     out = None
     if not args.no_plot:
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         if warning:
             print(f"warning: {warning}")
         if out is not None:                                  # 5. the pictures
-            from tvm_twill.plot import plot_schedule
+            from tvm_twill.report.plot import plot_schedule
             path = plot_schedule(schedule, prepared.graph, prepared.machine, out / f"{name}.png")
             print(f"picture: {path}")
         print(f"summary: {name} ii = {schedule.ii}, length = {schedule.length}, "

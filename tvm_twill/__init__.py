@@ -17,16 +17,16 @@ __version__ = "0.1.0"
 _LAZY = {"solve": "tvm_twill.solvers", "auto_pipeline": "tvm_twill.api", "build": "tvm_twill.compiler",
          "build_checked": "tvm_twill.compiler",
          "evaluate_annotation": "tvm_twill.api", "AutoPipelineOptions": "tvm_twill.api",
-         "plan_module": "tvm_twill.modules"}
+         "plan_module": "tvm_twill.integrations.modules"}
 
 
 def __getattr__(name):
     if name in _LAZY:
         import importlib
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name == "dlight":  # tvm_twill.dlight.AutoPipelined(...) after a plain `import tvm_twill`
+    if name == "dlight":  # tvm_twill.integrations.dlight.AutoPipelined(...) after a plain `import tvm_twill`
         import importlib
-        return importlib.import_module("tvm_twill.dlight")
+        return importlib.import_module("tvm_twill.integrations.dlight")
     raise AttributeError(f"module 'tvm_twill' has no attribute '{name}'")
 
 

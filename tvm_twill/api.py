@@ -24,7 +24,7 @@ the annotated inner loop counts as the three statements TVM turns it into
 The model: TVM's s_tir software pipeline has no warp specialization (every
 thread runs every statement), so schedules are solved on the machine with a
 single warp role (``warp_specialize`` solves the joint problem too, see
-``tvm_twill.warpspec``); the II is a throughput figure in the graph's time unit
+``tvm_twill.planner.warpspec``); the II is a throughput figure in the graph's time unit
 (``plan.quantum`` cycles), legality only depends on stage and order.
 """
 from __future__ import annotations
@@ -33,28 +33,28 @@ import json
 import warnings
 from dataclasses import dataclass, field, replace
 
-from .arguments import check_call, check_options, options_of, seconds
+from .planner.arguments import check_call, check_options, options_of, seconds
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
                        read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, graph_to_dict, machine_to_dict)
 from .model.pipeline import PipelineAnnotation
-from .plan_alternatives import plan_alternatives, schedules_wanted
+from .planner.plan_alternatives import plan_alternatives, schedules_wanted
 from .report import normalization_warning
-from .roofline import plan_prediction, serialized_ii
+from .planner.roofline import plan_prediction, serialized_ii
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation,
                          wait_count_caveat)
 from .transforms.ptxas import wgmma_serialized
-from .async_copies import all_copies_async, sync_copy_reasons
-from .plan_progress import PlanProgress
+from .planner.async_copies import all_copies_async, sync_copy_reasons
+from .planner.plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
 from .transforms.ws_lowering import register_pipeline
-from .stages import SharedFit, fit_shared, shared_memory, shared_summary
+from .planner.stages import SharedFit, fit_shared, shared_memory, shared_summary
 from .transforms.swp_lowering import register_swp_pipeline
 from .transforms.wait_counts import guard_loop_waits, guarded_annotations, register_waits_pipeline
-from .explain import SYMBOLIC_NOTE, explain_plan, schedule_phrase
-from .warpspec import WarpSpecialization, apply_warp_specialization, plan_warp_specialization
+from .report.explain import SYMBOLIC_NOTE, explain_plan, schedule_phrase
+from .planner.warpspec import WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "SYMBOLIC_NOTE", "auto_pipeline",
            "evaluate_annotation", "shared_memory", "swp_machine"]
@@ -80,14 +80,14 @@ class AutoPipelineOptions:
     schedule needs more, the loop is re-solved with the stages bounded (a
     larger ii) and ``explain()`` says so.  ``warp_specialize``: False (TVM's
     one-role software pipeline), True (a producer warp and mbarrier rings,
-    ``tvm_twill.warpspec``) or "auto" (specialize when the joint schedule on
+    ``tvm_twill.planner.warpspec``) or "auto" (specialize when the joint schedule on
     the full machine model has a smaller ii); applies to the outermost loop
     of the call, inner loops keep software pipelines.  ``cache``: a
-    ``tvm_twill.cache.PlanCache`` whose solves, extractions and TVM verdicts
+    ``tvm_twill.planner.cache.PlanCache`` whose solves, extractions and TVM verdicts
     are reused for identical loops (None: every call starts afresh).  ``quiet``: no progress lines (by
-    default a plan that runs over a second reports each step on stderr, ``tvm_twill.plan_progress``).
+    default a plan that runs over a second reports each step on stderr, ``tvm_twill.planner.plan_progress``).
     ``top_k``: also plan up to ``top_k - 1`` next best annotations (``plan.alternatives``, not written;
-    ``tvm_twill.plan_alternatives``), for tuning to measure.  A bad value: InputError (``arguments``).
+    ``tvm_twill.planner.plan_alternatives``), for tuning to measure.  A bad value: InputError (``arguments``).
     """
 
     machine: object = None
@@ -102,7 +102,7 @@ class AutoPipelineOptions:
     top_k: int = 1
 
     def __post_init__(self):
-        check_options(self)  # every field, one typed line for the first bad one (tvm_twill.arguments)
+        check_options(self)  # every field, one typed line for the first bad one (tvm_twill.planner.arguments)
 
     def replace(self, **changes) -> "AutoPipelineOptions":
         unknown = sorted(set(changes) - set(self.__dataclass_fields__))
@@ -231,7 +231,7 @@ class PipelinePlan:
         return guarded_annotations(self.annotation.to_dict(), self.tvm_waits if self.applied else ())
 
     def prediction(self, registers: int | None = None):
-        """What a GPU would measure, by the throughput model (``tvm_twill.roofline``,
+        """What a GPU would measure, by the throughput model (``tvm_twill.planner.roofline``,
         docs/machines.md): cycles per iteration, TFLOPS per SM and per chip for the problem, CTAs
         per SM and the bound.  ``registers``: registers per thread (default: ptxas's, ``ptxas_registers``,
         when known, else the model's estimate; ptxas's count is what a CTA is given at launch, setmaxnreg
@@ -278,8 +278,8 @@ class PipelinePlan:
         """Run the function before and after this plan (every nested plan too) on the CPU (llvm) on the same
         small-integer inputs and compare every parameter; returns a ``verify.CpuCheck`` (``.ok``, ``str()``).
         Async stages and thread bindings are taken out first (they do not change what is computed); loops
-        with GPU-only intrinsics are refused (``tvm_twill.verify``)."""
-        from .verify import check_on_cpu
+        with GPU-only intrinsics are refused (``tvm_twill.check.verify``)."""
+        from .check.verify import check_on_cpu
         return check_on_cpu(self, seed=seed)
 
     def verify(self, mod, *, seeds=3, interleavings: int = 2, blocks=None):
@@ -287,23 +287,23 @@ class PipelinePlan:
         annotated) and the unpipelined original on the same random inputs per seed, on the CPU with no GPU
         (``tvm_twill.emulator``; needs nvcc); returns a ``gpu_check.GpuCheck`` (``.ok``, ``.findings``,
         ``.max_error``).  ``blocks``: only these CTAs (None: all)."""
-        from .gpu_check import verify_on_emulator
+        from .check.gpu_check import verify_on_emulator
         return verify_on_emulator(self, mod, seeds=seeds, interleavings=interleavings, blocks=blocks)
 
     def plot(self, path, kind: str = "schedule", registers: int | None = None):
         """Draw the plan to ``path`` (.png, .svg, .pdf); needs matplotlib.  ``kind="schedule"``: the
         reservation table, pipelined timeline and dependence graph (times in machine cycles), returns the
         path; a warp-specialized plan draws the joint schedule it runs, and a panel with the producer warp,
-        the ring slots over time and the consumer groups (``tvm_twill.plot_ws``).  ``kind="roofline"``:
+        the ring slots over time and the consumer groups (``tvm_twill.report.plot_ws``).  ``kind="roofline"``:
         ``prediction(registers)`` on the chip's roofline (tensor-core, SFU and CUDA-core ceilings, L2 and
         DRAM roofs, the kernel and its bound; ``plot_roofline``), returns the ``Roofline`` drawn."""
         if kind not in ("schedule", "roofline"):
             raise InputError(f"plot kind must be 'schedule' or 'roofline', got {kind!r}")
         if kind == "roofline":
-            from .plot_roofline import plot_roofline  # matplotlib only when asked
+            from .report.plot_roofline import plot_roofline  # matplotlib only when asked
             return plot_roofline(self.prediction(registers), self.machine.costs, path,
                                  title=f"loop '{self.loop}' for {self.arch} (machine {self.machine.name})")
-        from .plot import plot_schedule, plot_ws_plan  # matplotlib only when asked
+        from .report.plot import plot_schedule, plot_ws_plan  # matplotlib only when asked
         ws = self.warp_specialization
         if ws is not None and ws.chosen and self.applied and ws.solved_graph is not None:
             return plot_ws_plan(self, ws, path)

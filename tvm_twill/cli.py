@@ -32,7 +32,7 @@ Exit status:
 * 130 interrupted (Ctrl-C; one line ``tvm-twill: interrupted``);
 * 141 the reader of stdout went away (a closed pipe); nothing more is printed.
 
-``--plot`` draws the schedule (``tvm_twill.plot``; matplotlib is imported
+``--plot`` draws the schedule (``tvm_twill.report.plot``; matplotlib is imported
 only then).  A cost normalization that distorts some cost ratio by more than
 10% is warned about on stderr (``tvm-twill: warning: ...``);
 ``--strict-normalization`` refuses it instead (exit 2, before the search).
@@ -57,7 +57,7 @@ from .errors import InfeasibleError, InputError, NormalizationError, SolverTimeo
 from .model import (BUILTIN_MACHINES, check, dump, get_machine, load_graph, load_machine, load_schedule,
                     schedule_to_dict)
 from .model.canonical import MAX_TOP_K
-from .roofline import graph_prediction
+from .planner.roofline import graph_prediction
 from .solvers import SolveOptions, prepare, solve_prepared
 from .solvers.progress import StderrProgress, gap
 
@@ -101,7 +101,7 @@ def _solve_and_print(graph, args) -> int:
         graph = graph.replace(normalize=False)
     options = _solve_options(args)
     if args.plot:  # refused before the solve, not after it
-        from .plot import require_matplotlib
+        from .report.plot import require_matplotlib
         require_matplotlib()
     machine = _machine(args.machine)
     prepared = prepare(graph, machine, options)  # what is scheduled: the report's cycles
@@ -130,7 +130,7 @@ def _solve_and_print(graph, args) -> int:
     if prediction is not None:
         print(f"\nprediction: {prediction.explain()}")
     if args.plot:
-        from .plot import plot_schedule  # matplotlib only when asked
+        from .report.plot import plot_schedule  # matplotlib only when asked
         plot_schedule(schedule, prepared.graph, prepared.machine, args.plot,
                       cycles_per_unit=report.unit_scale(schedule, prepared.graph))
         print(f"\nwrote {args.plot}")

@@ -302,7 +302,7 @@ def test_bench_export_writes_a_manifest(tmp_path, capsys):
 
 
 def test_a_plan_cache_reuses_extraction_solve_and_tvm_verdict(mma_gemm):
-    from tvm_twill.cache import PlanCache
+    from tvm_twill.planner.cache import PlanCache
 
     cache = PlanCache()
     plans = []

@@ -1,6 +1,6 @@
 """Bad arguments to the TVM entry points (``auto_pipeline``, ``evaluate_annotation``, ``plan_module``, ``build``)
 are one typed line (InputError) naming what is wrong and what to pass, raised before any work; ``time_limit=None``
-means no limit (``tvm_twill.arguments``)."""
+means no limit (``tvm_twill.planner.arguments``)."""
 import math
 
 import pytest
@@ -23,7 +23,7 @@ def _module():
 BAD = [  # (call, what the one line must say)
     (lambda: tvm_twill.auto_pipeline(_sch(), "i", "sm_80", time_limit="5"), r"time_limit must be a number of seconds"),
     (lambda: tvm_twill.auto_pipeline(_sch(), "i", "sm_80", time_limit=float("nan")), r"time_limit must be a number"),
-    (lambda: tvm_twill.auto_pipeline(_sch(), "i", "sm_80", cache=3), r"cache must be a tvm_twill.cache.PlanCache"),
+    (lambda: tvm_twill.auto_pipeline(_sch(), "i", "sm_80", cache=3), r"cache must be a tvm_twill.planner.cache.PlanCache"),
     (lambda: tvm_twill.auto_pipeline(_sch(), "i", "sm_80", apply="yes"), r"apply must be True or False, got 'yes'"),
     (lambda: tvm_twill.auto_pipeline(_sch(), "i", "sm_80", verify=None), r"verify must be True or False"),
     (lambda: tvm_twill.auto_pipeline(_sch(), "i", "sm_80", quiet=1), r"quiet must be True or False"),
@@ -43,7 +43,7 @@ BAD = [  # (call, what the one line must say)
     (lambda: tvm_twill.evaluate_annotation(_sch(), "i", "sm_80", quantum="4"), r"quantum must be an integer >= 1"),
     (lambda: tvm_twill.evaluate_annotation(_sch(), "i", "sm_80", machine=2.5), r"machine must be a tvm_twill.Machine"),
     (lambda: tvm_twill.plan_module(_module(), "sm_80", time_limit="5", max_workers=1), r"time_limit must be a number"),
-    (lambda: tvm_twill.plan_module(_module(), "sm_80", cache=3, max_workers=1), r"cache must be a tvm_twill.cache"),
+    (lambda: tvm_twill.plan_module(_module(), "sm_80", cache=3, max_workers=1), r"cache must be a tvm_twill.planner.cache"),
     (lambda: tvm_twill.plan_module(_module(), "sm_80", 3, max_workers=1), r"options must be a tvm_twill.AutoPipeline"),
     (lambda: tvm_twill.build(_module(), "sm_80", 3), r"build takes a PipelinePlan or a list of them"),
     (lambda: AutoPipelineOptions(warp_specialize="yes"), r"warp_specialize must be False, True or 'auto'"),

@@ -14,7 +14,7 @@ if shutil.which("nvcc") is None:
 
 import tvm_twill
 from tvm_twill.errors import InputError
-from tvm_twill.gpu_check import TOLERANCE
+from tvm_twill.check.gpu_check import TOLERANCE
 
 N = 256
 CTAS = [(0, 0, 0), (0, 1, 0)]
@@ -89,7 +89,7 @@ def test_verify_needs_the_planned_module(swp):
 def test_compare_names_the_parameters_past_their_tolerance():
     import numpy as np
 
-    from tvm_twill.gpu_check import _compare
+    from tvm_twill.check.gpu_check import _compare
     params = [("C", (4,), "float32"), ("D", (4,), "float16"), ("E", (2,), "int32")]
     ref = [np.array([1, 2, 3, 4], np.float32), np.array([1, -8, 2, 0], np.float16), np.array([3, 4], np.int32)]
     got = [ref[0] + np.float32(0.02) * np.array([0, 0, 0, 1], np.float32),  # 0.02 / 4: past 1e-3

@@ -16,17 +16,17 @@ tvm_ffi = pytest.importorskip("tvm_ffi")
 pytest.importorskip("psutil")  # MetaSchedule's TuneContext needs it
 
 import tvm_twill  # noqa: E402
-from tvm_twill.cache import PlanCache  # noqa: E402
+from tvm_twill.planner.cache import PlanCache  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import compile_cuda, inject_pipeline, read_annotation, resolve_loop  # noqa: E402
-from tvm_twill.metaschedule import TwillPipeline, replan_pipelines, target_machine  # noqa: E402
+from tvm_twill.integrations.metaschedule import TwillPipeline, replan_pipelines, target_machine  # noqa: E402
 from tvm_twill.transforms import remove_annotation, restore_annotation  # noqa: E402
 from tvm_twill.workloads import sample_candidates, tensorcore_tune_context  # noqa: E402
 from tir_loops import with_control_flow  # noqa: E402
 
 ms = tvm.s_tir.meta_schedule
 CANDIDATES = 6
-LOG = "tvm_twill.metaschedule"
+LOG = "tvm_twill.integrations.metaschedule"
 
 
 class Records(logging.Handler):

@@ -6,7 +6,7 @@ import pytest
 tvm = pytest.importorskip("tvm")
 
 from tvm_twill.frontend import machine_for  # noqa: E402
-from tvm_twill.metaschedule import sample_candidates, tune_context  # noqa: E402
+from tvm_twill.integrations.metaschedule import sample_candidates, tune_context  # noqa: E402
 from tvm_twill.model.machine import ARCH_MACHINES  # noqa: E402
 
 ARCHS = [f"sm_{cc}{suffix}" for cc, (_, suffixes) in ARCH_MACHINES.items() for suffix in suffixes]
@@ -41,7 +41,7 @@ def test_every_modelled_arch_gets_a_full_target_from_its_machine_model():
 
 @pytest.mark.parametrize("tag", ["nvidia/nvidia-a100", "nvidia/nvidia-h100"])
 def test_the_model_gives_the_limits_of_tvms_tags(tag):
-    from tvm_twill.metaschedule import tuning_limits
+    from tvm_twill.integrations.metaschedule import tuning_limits
     t = tvm.target.Target(tag)
     assert tuning_limits(str(t.attrs["arch"])) == _limits(t)
     assert _limits(tune_context(_matmul(), tag).target) == _limits(t)

@@ -7,10 +7,10 @@ tvm = pytest.importorskip("tvm")
 pytest.importorskip("psutil")  # MetaSchedule's TuneContext needs it
 
 import tvm_twill  # noqa: E402
-from tvm_twill.cache import PlanCache  # noqa: E402
+from tvm_twill.planner.cache import PlanCache  # noqa: E402
 from tvm_twill.errors import InputError  # noqa: E402
 from tvm_twill.frontend import inject_pipeline, read_annotation  # noqa: E402
-from tvm_twill.metaschedule import TwillPipeline, replan_pipelines  # noqa: E402
+from tvm_twill.integrations.metaschedule import TwillPipeline, replan_pipelines  # noqa: E402
 from tvm_twill.transforms import legality_violations  # noqa: E402
 
 ms = tvm.s_tir.meta_schedule

@@ -7,7 +7,7 @@ tvm = pytest.importorskip("tvm")
 
 from tvm_twill.errors import InputError, UnsupportedTargetError  # noqa: E402
 from tvm_twill.frontend import read_annotation, resolve_loop  # noqa: E402
-from tvm_twill.metaschedule import (TwillPipeline, replan_pipelines, sample_candidates,  # noqa: E402
+from tvm_twill.integrations.metaschedule import (TwillPipeline, replan_pipelines, sample_candidates,  # noqa: E402
                                     tune_context)
 
 
@@ -74,12 +74,12 @@ def test_tune_context_refuses_what_it_cannot_tune():
         tune_context(_linear(), "sm_75")
     with pytest.raises(InputError, match="rules must be 'cuda-tensorcore-pipelined'"):
         tune_context(_linear(), "sm_80", rules="tensorcore")
-    with pytest.raises(InputError, match="twill must be a tvm_twill.metaschedule.TwillPipeline"):
+    with pytest.raises(InputError, match="twill must be a tvm_twill.integrations.metaschedule.TwillPipeline"):
         tune_context(_linear(), "sm_80", twill=object())
 
 
 def test_tuning_plans_quietly(mma_gemm, capfd, monkeypatch):
-    from tvm_twill import plan_progress
+    from tvm_twill.planner import plan_progress
     monkeypatch.setattr(plan_progress, "AFTER", 0.0)  # any plan would report its steps, unless quiet
     sch, _, _ = mma_gemm("nested")
     out = replan_pipelines(sch, "sm_80")

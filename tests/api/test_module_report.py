@@ -1,6 +1,6 @@
 """``ModulePlan.summary()``'s refusals by reason: names in quotes are grouped away, every other word of a reason
 comes out as written (an apostrophe, as in "annotation's", is not a quote).  Pure Python: no TVM."""
-from tvm_twill.module_report import LoopOutcome, ModulePlan, reason_group
+from tvm_twill.integrations.module_report import LoopOutcome, ModulePlan, reason_group
 
 SMALLER = "its annotation's model ii ({} cycles) is smaller than the best plan's ({} cycles)"
 UNKNOWN = ("its annotation's model ii is unknown: UnsupportedLoopError: loop '{}' has no "

@@ -1,7 +1,7 @@
 """plan_module on a whole (tiny) Llama-class model: every pipeline nest accounted for, the solves in worker
 processes giving exactly the serial result, identical loops solved once, planned kernels that compile.
 
-The model is ``tvm_twill.llama`` at its smallest tensor-core size (dlight tensorizes a matmul only when
+The model is ``tvm_twill.workloads.llama`` at its smallest tensor-core size (dlight tensorizes a matmul only when
 every extent exceeds 64): one layer, hidden 128, one head, MLP width 128, 128 tokens.
 """
 import json
@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from tvm_twill.errors import InputError, UnsupportedTargetError
-from tvm_twill.module_report import LoopOutcome, ModulePlan, reason_group, reason_of
+from tvm_twill.integrations.module_report import LoopOutcome, ModulePlan, reason_group, reason_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY_ARGS = ["--layers", "1", "--hidden", "128", "--heads", "1", "--ffn", "128", "--seq", "128"]
@@ -57,7 +57,7 @@ def test_a_worker_solves_without_tvm_and_its_answer_pickles():
     code = ("import pickle, sys\n"
             "from tvm_twill.model import get_machine, load_graph\n"
             "from tvm_twill.solvers import SolveOptions\n"
-            "from tvm_twill.workers import solve_job\n"
+            "from tvm_twill.integrations.workers import solve_job\n"
             "g = load_graph('tvm_twill/data/graphs/fa_fwd_fig1.json')\n"
             "job = pickle.loads(pickle.dumps((g, get_machine('h100'), SolveOptions())))\n"
             "kind, s, secs = pickle.loads(pickle.dumps(solve_job(*job)))\n"
@@ -71,10 +71,10 @@ def test_a_worker_solves_without_tvm_and_its_answer_pickles():
 # -- on TVM ------------------------------------------------------------------------------------
 tvm = pytest.importorskip("tvm")
 import tvm_twill
-from tvm_twill.cache import PlanCache
+from tvm_twill.planner.cache import PlanCache
 from tvm_twill.frontend import compile_cuda, read_annotation
 from tvm_twill.frontend.ir import children
-from tvm_twill.llama import LlamaConfig, scheduled_module
+from tvm_twill.workloads.llama import LlamaConfig, scheduled_module
 from tvm_twill.model import get_machine
 
 TINY = LlamaConfig(layers=1, hidden=128, heads=1, ffn=128, seq=128)

@@ -1,4 +1,4 @@
-"""Pictures of schedules (tvm_twill.plot): every file written is opened and looked at.
+"""Pictures of schedules (tvm_twill.report.plot): every file written is opened and looked at.
 
 A picture passes when matplotlib's own reader opens it, it has the expected
 size, and it is not blank: it holds many distinct colors and each of its
@@ -17,7 +17,7 @@ from tvm_twill.solvers import SolveOptions, prepare, solve_prepared
 mpimg = pytest.importorskip("matplotlib.image")
 np = pytest.importorskip("numpy")
 
-from tvm_twill import plot  # noqa: E402  (after the importorskip: the module itself needs no matplotlib)
+from tvm_twill.report import plot  # noqa: E402  (after the importorskip: the module itself needs no matplotlib)
 
 
 def solved(name, **graph_changes):

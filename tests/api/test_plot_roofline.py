@@ -8,8 +8,8 @@ from tvm_twill.errors import InputError
 from tvm_twill.model import BUILTIN_MACHINES
 from tvm_twill.model.prediction import predict
 from tvm_twill.model.throughput import occupancy
-from tvm_twill.plot_roofline import plot_roofline, roofline
-from tvm_twill.roofline import graph_prediction
+from tvm_twill.report.plot_roofline import plot_roofline, roofline
+from tvm_twill.planner.roofline import graph_prediction
 from tvm_twill.solvers import prepare, solve_prepared
 
 H100 = BUILTIN_MACHINES["h100"].costs

@@ -1,4 +1,4 @@
-"""Warp specialization in the pictures (tvm_twill.plot_ws, PipelinePlan.plot of a WS plan).
+"""Warp specialization in the pictures (tvm_twill.report.plot_ws, PipelinePlan.plot of a WS plan).
 
 Asserted on the drawing's data and on the figure's artists (lane names, the label of every rectangle),
 not on pixels: the producer lane, the ring slots over time (which iteration fills which slot, and when it
@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 from small_graphs import fa_loop
 
-from tvm_twill import plot
+from tvm_twill.report import plot
 from tvm_twill.errors import InputError
 from tvm_twill.model import Edge, Graph, Op, Placement, Schedule, get_machine
 from tvm_twill.model.groups import group_order, split_consumers
-from tvm_twill.plot_ws import Ring, ring_timeline
+from tvm_twill.report.plot_ws import Ring, ring_timeline
 
 pytest.importorskip("matplotlib")
 

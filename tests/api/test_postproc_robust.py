@@ -12,9 +12,9 @@ tvm = pytest.importorskip("tvm")
 pytest.importorskip("psutil")  # MetaSchedule's TuneContext needs it
 
 import tvm_twill  # noqa: E402
-from tvm_twill.dlight import AutoPipelined  # noqa: E402
+from tvm_twill.integrations.dlight import AutoPipelined  # noqa: E402
 from tvm_twill.frontend import read_annotation  # noqa: E402
-from tvm_twill.metaschedule import TwillPipeline, replan_pipelines  # noqa: E402
+from tvm_twill.integrations.metaschedule import TwillPipeline, replan_pipelines  # noqa: E402
 from tvm_twill.transforms import apply_annotation  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.workloads import gemv  # noqa: E402
@@ -66,7 +66,7 @@ def postproc():
 def test_loops_that_share_a_name_are_each_replanned_by_the_postprocessor(caplog):
     sch, k0s = twin_gemvs()
     post, twill = postproc()
-    with caplog.at_level(logging.DEBUG, logger="tvm_twill.metaschedule"):
+    with caplog.at_level(logging.DEBUG, logger="tvm_twill.integrations.metaschedule"):
         assert post.apply(sch) is True   # was: RuntimeError "2 loops are named 'k_0'"
     (replan,) = twill.history
     assert [n.loops for n in replan.nests] == [("k_0",), ("k_0",)]
@@ -87,7 +87,7 @@ def test_one_postprocessor_over_candidates_unlike_the_gemms(mma_gemm, caplog):
     post, twill = postproc()
     (red, k), ew, (gemm, k0, k1), (twins, _) = row_sum(), elementwise(), mma_gemm("nested"), twin_gemvs()
     before_ew = ew.mod
-    with caplog.at_level(logging.INFO, logger="tvm_twill.metaschedule"):
+    with caplog.at_level(logging.INFO, logger="tvm_twill.integrations.metaschedule"):
         assert all(post.apply(s) is True for s in (red, ew, gemm, twins))
     h_red, h_ew, h_gemm, h_twins = twill.history
     (nest,) = h_red.nests   # the reduction: kept, said why, annotation untouched
@@ -113,7 +113,7 @@ def test_a_failure_outside_tvm_twill_is_kept_per_nest_not_raised(monkeypatch):
             raise ZeroDivisionError("planted")
         return real(*args, **kw)
 
-    import tvm_twill.metaschedule as msmod
+    import tvm_twill.integrations.metaschedule as msmod
     real = msmod.auto_pipeline
     monkeypatch.setattr(msmod, "auto_pipeline", boom)
     out = replan_pipelines(sch, "sm_80", time_limit=5.0)

@@ -8,7 +8,7 @@ from tvm_twill import cli
 from tvm_twill.errors import FormatError
 from tvm_twill.model import BUILTIN_MACHINES, graph_from_dict, graph_to_dict, load_graph, schedule_from_dict
 from tvm_twill.data import example_path
-from tvm_twill.roofline import graph_prediction
+from tvm_twill.planner.roofline import graph_prediction
 from tvm_twill.solvers import solve
 
 H100 = BUILTIN_MACHINES["h100"].costs

@@ -10,7 +10,7 @@ import tvm  # noqa: E402
 
 import tir_gen  # noqa: E402
 import tvm_twill  # noqa: E402
-from tvm_twill import plan_progress  # noqa: E402
+from tvm_twill.planner import plan_progress  # noqa: E402
 
 LOOP = tir_gen.build_copy_loop(tir_gen.CopyLoopSpec(trip=8, widths=(16, 256)))
 

@@ -13,7 +13,7 @@ generates, at small shapes:
   WS TIR pipeline only), warp-specialized with the 128-byte swizzled rings and
   without swizzle;
 * TVM's own dlight kernels for sm_80: Matmul (``workloads.dlight_gemm``; also
-  re-planned by ``tvm_twill.dlight.AutoPipelined``), GEMV,
+  re-planned by ``tvm_twill.integrations.dlight.AutoPipelined``), GEMV,
   a row sum (Reduction), RMSNorm and softmax (GeneralReduction), an
   elementwise kernel (Fallback) and the Matmul with a symbolic M.
 
@@ -162,7 +162,7 @@ def _elementwise():
 def _dlight_gemm(m, twill: bool = False):
     import tvm.s_tir.dlight as dl
 
-    from tvm_twill.dlight import AutoPipelined
+    from tvm_twill.integrations.dlight import AutoPipelined
     from tvm_twill.workloads import dlight_gemm
 
     rule = AutoPipelined(dl.gpu.Matmul()) if twill else None

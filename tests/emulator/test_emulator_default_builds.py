@@ -109,7 +109,7 @@ def test_plan_module_default_compile_is_safe(latency16):
 def test_dlight_wrapper_default_compile_is_safe(latency16):
     from tvm.s_tir import dlight as dl
 
-    from tvm_twill.dlight import AutoPipelined
+    from tvm_twill.integrations.dlight import AutoPipelined
 
     class Annotated(dl.ScheduleRule):  # a rule that writes a pipeline on the copy loop, as dlight's rules do
         def apply(self, func, target, tunable):
@@ -132,7 +132,7 @@ def test_metaschedule_candidate_built_by_metaschedules_builder_is_safe(latency16
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 
-    from tvm_twill.metaschedule import TwillPipeline
+    from tvm_twill.integrations.metaschedule import TwillPipeline
 
     sch = tvm.s_tir.Schedule(_func())
     apply_annotation(sch, resolve_loop(sch, "i").rv, PipelineAnnotation((0, 0, 1), (0, 1, 2), (0,)))

@@ -123,7 +123,7 @@ def test_the_transposing_copy_made_async_is_caught():
     # lane is reported
     import tvm.s_tir.dlight as dl
 
-    from tvm_twill.dlight import AutoPipelined
+    from tvm_twill.integrations.dlight import AutoPipelined
     from tvm_twill.frontend import resolve_loop
     from tvm_twill.model.pipeline import ASYNC_STAGES
     from tvm_twill.workloads import dlight_gemm

@@ -124,7 +124,7 @@ def test_a_step_that_is_not_a_constant_is_refused():
 def test_the_metaschedule_postprocessor_replans_the_strided_loop_correctly():
     """A legal hand annotation on the strided loop, re-planned as ``TwillPipeline.apply`` does it
     (``replan_pipelines``; a TuneContext only adds the target and 30 s of start-up)."""
-    from tvm_twill.metaschedule import replan_pipelines
+    from tvm_twill.integrations.metaschedule import replan_pipelines
 
     sch = tvm.s_tir.Schedule(strided_shared)
     loop = resolve_loop(sch, "i").rv

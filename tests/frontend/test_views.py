@@ -17,7 +17,7 @@ from tvm_twill.api import auto_pipeline  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import extract_loop  # noqa: E402
 from tvm_twill.transforms import statement_deps  # noqa: E402
-from tvm_twill.verify import cpu_runnable  # noqa: E402
+from tvm_twill.check.verify import cpu_runnable  # noqa: E402
 
 HEAD = ('@T.prim_func(s_tir=True)\n'
         'def main(A: T.Buffer((4, 72, 8), "float32"), G: T.Buffer((4, 72), "float32"), '
@@ -257,7 +257,7 @@ def test_plan_module_and_metaschedule_see_the_hazard_too(kind):
     through the same front-end: the loop of the issue, annotated as a rule would (two stages), re-planned
     by each, computes on llvm what the loop computes unpipelined."""
     import tvm_twill
-    from tvm_twill.metaschedule import TwillPipeline
+    from tvm_twill.integrations.metaschedule import TwillPipeline
     from tvm_twill.model.pipeline import PipelineAnnotation
     from tvm_twill.transforms import apply_annotation
 

@@ -12,7 +12,7 @@ import pytest
 tvm = pytest.importorskip("tvm")
 
 import tvm_twill  # noqa: E402
-import tvm_twill.warpspec as warpspec  # noqa: E402
+import tvm_twill.planner.warpspec as warpspec  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.model.pipeline import WS_CONSUMER_ORDER  # noqa: E402
 from tvm_twill.model.protocol import check_ring  # noqa: E402

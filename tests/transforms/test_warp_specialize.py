@@ -20,7 +20,7 @@ from tvm_twill.model.pipeline import WS_DEPTH, WS_REGISTERS  # noqa: E402
 from tvm_twill.model.protocol import check_ring  # noqa: E402
 from tvm_twill.transforms import warp_specialize as W  # noqa: E402
 from tvm_twill.transforms.ws_lowering import WS_PIPELINE  # noqa: E402
-from tvm_twill.warpspec import register_budgets  # noqa: E402
+from tvm_twill.planner.warpspec import register_budgets  # noqa: E402
 
 N = 1024  # TVM's tensor-core GEMM schedule (its tiles, guarded at this size)
 
@@ -147,7 +147,7 @@ def test_register_peaks_of_the_joint_schedule_fit_the_setmaxnreg_budgets(ws_kern
     assert ws.register_peaks is not None and ws.register_peaks[1] > 0  # the inner pipeline's ldmatrix tiles
     assert all(need <= have for need, have in zip(ws.register_peaks, ws.registers))
     assert f"consumers {ws.register_peaks[1]}" in ws.explain()
-    import tvm_twill.warpspec as warpspec
+    import tvm_twill.planner.warpspec as warpspec
     monkeypatch.setattr(warpspec, "register_budgets", lambda threads: (40, ws.register_peaks[1] - 8))
     sch, k0, k1 = mma_gemm()
     with pytest.raises(tvm_twill.UnsupportedLoopError, match="more than its setmaxnreg budget"):

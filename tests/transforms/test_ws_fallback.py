@@ -7,7 +7,7 @@ import tvm  # noqa: E402
 
 import tir_gen  # noqa: E402
 import tvm_twill  # noqa: E402
-from tvm_twill import warpspec  # noqa: E402
+from tvm_twill.planner import warpspec  # noqa: E402
 from tvm_twill.compiler import _loop_annotations  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import costs as fe_costs  # noqa: E402

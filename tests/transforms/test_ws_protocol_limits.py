@@ -13,7 +13,7 @@ tvm = pytest.importorskip("tvm")
 from tvm.script import tirx as T  # noqa: E402
 
 import tvm_twill  # noqa: E402
-from tvm_twill import warpspec  # noqa: E402
+from tvm_twill.planner import warpspec  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import read_annotation  # noqa: E402
 from tvm_twill.model import protocol, ring_state  # noqa: E402

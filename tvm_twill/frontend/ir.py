@@ -212,7 +212,7 @@ def fingerprint(node) -> tuple:
 
 
 def relax_frontend():
-    """``(tvm.relax, tvm.relax.frontend.nn)``, loaded when a whole model is built (``tvm_twill.llama``)."""
+    """``(tvm.relax, tvm.relax.frontend.nn)``, loaded when a whole model is built (``tvm_twill.workloads.llama``)."""
     from tvm import relax
     from tvm.relax.frontend import nn
     return relax, nn
@@ -231,13 +231,13 @@ def dlight():
 
 
 def dlight_schedule_rule_base():
-    """dlight's ``ScheduleRule`` base class, for tvm_twill.dlight."""
+    """dlight's ``ScheduleRule`` base class, for tvm_twill.integrations.dlight."""
     from tvm.s_tir.dlight import ScheduleRule
     return ScheduleRule
 
 
 def meta_schedule_postproc_base():
-    """(PyPostproc, derived_object) of TVM's MetaSchedule, for tvm_twill.metaschedule."""
+    """(PyPostproc, derived_object) of TVM's MetaSchedule, for tvm_twill.integrations.metaschedule."""
     from tvm.s_tir.meta_schedule.postproc import PyPostproc
     from tvm.ir.utils import derived_object
     return PyPostproc, derived_object
@@ -321,7 +321,7 @@ def splice_passes(passes: list, at: str, extra: list, before: bool = False) -> l
     i = names.index(at) + (0 if before else 1)
     return passes[:i] + list(extra) + passes[i:]
 def meta_schedule():
-    """``tvm.s_tir.meta_schedule``, loaded when a tuning context is built (``tvm_twill.metaschedule``), with
+    """``tvm.s_tir.meta_schedule``, loaded when a tuning context is built (``tvm_twill.integrations.metaschedule``), with
     TVM's CUDA tensor intrinsics registered (the "cuda-tensorcore" rules name them)."""
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the tensor intrinsics
     from tvm.s_tir import meta_schedule as ms

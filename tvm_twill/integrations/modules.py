@@ -14,7 +14,7 @@ runs TVM's passes, and plans are written on the parent's schedules.  Only
 solves run elsewhere: a worker gets the dependence graph, the machine and
 the solve options (pure-Python dataclasses of ``tvm_twill.model`` and
 ``tvm_twill.solvers``, which pickle) and returns the ``Schedule`` or the
-``TwillError`` (``tvm_twill.workers.solve_job``, a module without TVM).
+``TwillError`` (``tvm_twill.integrations.workers.solve_job``, a module without TVM).
 Planning therefore runs in rounds: every nest not yet planned is planned in
 the parent on a scratch schedule; a solve the parent has no answer for stops
 that attempt and is collected; the distinct solves of the round go to the
@@ -44,18 +44,18 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from .api import AutoPipelineOptions, PipelinePlan, auto_pipeline, evaluate_annotation
-from .arguments import options_of
-from .cache import PlanCache
+from ..api import AutoPipelineOptions, PipelinePlan, auto_pipeline, evaluate_annotation
+from ..planner.arguments import options_of
+from ..planner.cache import PlanCache
 from .dlight import STAGING
-from .errors import InputError, SolverTimeoutError, TwillError
-from .frontend import local_stage_blocks, parse_target, pipeline_nests, read_annotation
-from .frontend.ir import MANIFEST_LOCAL_STAGE, s_tir, tirx, tvm, walk_stmts
-from .model import get_machine
+from ..errors import InputError, SolverTimeoutError, TwillError
+from ..frontend import local_stage_blocks, parse_target, pipeline_nests, read_annotation
+from ..frontend.ir import MANIFEST_LOCAL_STAGE, s_tir, tirx, tvm, walk_stmts
+from ..model import get_machine
 from .module_report import LoopOutcome, ModulePlan, reason_of
-from .solvers import SolveOptions, graph_key
-from .transforms import apply_annotation, remove_annotation
-from .transforms.wait_counts import annotate_expected_waits
+from ..solvers import SolveOptions, graph_key
+from ..transforms import apply_annotation, remove_annotation
+from ..transforms.wait_counts import annotate_expected_waits
 from .workers import solve_job
 
 __all__ = ["LoopOutcome", "ModulePlan", "plan_module"]
@@ -193,7 +193,7 @@ def _check(mod, target, options, executor, max_workers, staging, cache, option_k
         raise InputError(f"executor must be a concurrent.futures.Executor (with submit), got "
                          f"{type(executor).__name__}")
     if cache is not None and not isinstance(cache, PlanCache):
-        raise InputError(f"cache must be a tvm_twill.cache.PlanCache (None: a new one), got {type(cache).__name__}")
+        raise InputError(f"cache must be a tvm_twill.planner.cache.PlanCache (None: a new one), got {type(cache).__name__}")
     opts = options_of(AutoPipelineOptions, options, option_kw, "plan_module")
     if opts.warp_specialize is not False:
         raise InputError("plan_module writes software pipelines only: pass warp_specialize=False (warp-"

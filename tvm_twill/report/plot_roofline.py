@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 from .plot import _matplotlib
 
 __all__ = ["Roofline", "plot_roofline", "roofline"]

@@ -29,20 +29,20 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import takewhile
 
-from .errors import InputError, TwillError, UnsupportedLoopError
-from .frontend.costs import CP_ASYNC_BYTES
-from .frontend.ir import thread_extents
-from .model.arch import parse_arch
-from .model import Schedule, busy_share, check, register_peaks
-from .model.groups import in_program_order, look_ahead, place_groups, rotate_turns, split_consumers, with_turns
-from .model.pipeline import (ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_LOOKAHEAD, WS_REGISTERS,
+from ..errors import InputError, TwillError, UnsupportedLoopError
+from ..frontend.costs import CP_ASYNC_BYTES
+from ..frontend.ir import thread_extents
+from ..model.arch import parse_arch
+from ..model import Schedule, busy_share, check, register_peaks
+from ..model.groups import in_program_order, look_ahead, place_groups, rotate_turns, split_consumers, with_turns
+from ..model.pipeline import (ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_LOOKAHEAD, WS_REGISTERS,
                              WS_SWIZZLE)
 from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
 from .roofline import compare_variants, variant_throughput
-from .transforms import buffer_versions
-from .transforms.wgmma_overlap import has_wgmma
-from .transforms.ws_facts import barrier_slots
-from .transforms.ws_lowering import WS_PIPELINE, emit_and_check, protocol_limits, register_pipeline
+from ..transforms import buffer_versions
+from ..transforms.wgmma_overlap import has_wgmma
+from ..transforms.ws_facts import barrier_slots
+from ..transforms.ws_lowering import WS_PIPELINE, emit_and_check, protocol_limits, register_pipeline
 
 __all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "plan_warp_specialization",
            "register_budgets"]
@@ -266,7 +266,7 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
     if sched.ii >= one_ii:
         return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "
                                           f"cycles{proof}, no better than one group's {one_ii * q}"), sections, None
-    from .solvers import prepare
+    from ..solvers import prepare
     placed = place_groups(sched, split, names, g)
     prep = prepare(split, on, opts)
     bad = check(placed, prep.graph, prep.machine)
@@ -310,7 +310,7 @@ def _look_ahead(func, split, sections, g, on, gopts, solve, names, opts, ii: int
         return None
     if sched.ii >= ii:
         return None
-    from .solvers import prepare
+    from ..solvers import prepare
     placed, prep = place_groups(sched, graph, names, g), prepare(graph, on, opts)
     return None if check(placed, prep.graph, prep.machine) else (placed, graph, _proof(sched, q))
 
@@ -462,7 +462,7 @@ def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice,
     # the consumers run their statements in program order, one iteration after the other (model.groups)
     graph = in_program_order(ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names
                                                         else op for op in ex.graph.ops), machine=machine), names)
-    from .solvers import SolveOptions, prepare
+    from ..solvers import SolveOptions, prepare
     opts = SolveOptions(time_limit=time_limit, streaming_depth=depth)
     solved_on = machine
     ws = solve(graph, solved_on, options=opts)

@@ -8,12 +8,12 @@ prediction.
 """
 from __future__ import annotations
 
-from .errors import InputError
-from .model import critical_recurrence, rec_mii, res_mii, resource_bottleneck
-from .model.throughput import unit_label
-from .report import role_name
-from .roofline import serialized_ii
-from .stages import other_shared, shared_summary
+from ..errors import InputError
+from ..model import critical_recurrence, rec_mii, res_mii, resource_bottleneck
+from ..model.throughput import unit_label
+from . import role_name
+from ..planner.roofline import serialized_ii
+from ..planner.stages import other_shared, shared_summary
 
 __all__ = ["SYMBOLIC_NOTE", "explain_plan", "ii_claim", "schedule_phrase"]
 

@@ -11,14 +11,14 @@ the rule wrote with ``auto_pipeline``::
 
     import tvm.s_tir.dlight as dl
     with tvm.target.Target({"kind": "cuda", "arch": "sm_80"}):
-        mod = dl.ApplyDefaultSchedule(tvm_twill.dlight.AutoPipelined(dl.gpu.Matmul()))(mod)
+        mod = dl.ApplyDefaultSchedule(tvm_twill.integrations.dlight.AutoPipelined(dl.gpu.Matmul()))(mod)
 
 A nest whose copies are staged through registers is planned twice: as dlight
 wrote it, and with direct global->shared copies (the staging annotation
 removed), which cp.async runs on sm_80 and newer.  The plan with the smaller
 model ii is kept; on a tie the direct copies, which hold no staging
 registers (``staging="registers"`` or ``"direct"`` plans only that variant).  A nest that cannot be planned keeps dlight's annotations, and
-the reason is logged (logger ``tvm_twill.dlight``); so does a target
+the reason is logged (logger ``tvm_twill.integrations.dlight``); so does a target
 tvm_twill has no model for (the rule's schedule is returned unchanged), and
 a schedule without a pipeline (INFO: nothing to re-plan).
 
@@ -35,13 +35,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from .api import PipelinePlan, auto_pipeline
-from .errors import InputError, TwillError
-from .frontend import (dlight_target, local_stage_blocks, loop_rv, parse_target, pipeline_nests, resolve_loop,
+from ..api import PipelinePlan, auto_pipeline
+from ..errors import InputError, TwillError
+from ..frontend import (dlight_target, local_stage_blocks, loop_rv, parse_target, pipeline_nests, resolve_loop,
                        scratch_schedule)
-from .frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
-from .transforms import apply_annotation, remove_annotation
-from .transforms.wait_counts import annotate_expected_waits
+from ..frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
+from ..transforms import apply_annotation, remove_annotation
+from ..transforms.wait_counts import annotate_expected_waits
 
 __all__ = ["STAGING", "AutoPipelined", "NestReplan", "replan_schedule"]
 

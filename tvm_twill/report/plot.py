@@ -38,10 +38,10 @@ from __future__ import annotations
 from math import ceil
 from pathlib import Path
 
-from .errors import InputError, PlotUnavailableError
-from .model import topological_order
+from ..errors import InputError, PlotUnavailableError
+from ..model import topological_order
 from .plot_ws import draw_ring, ring_timeline
-from .report import role_name, unit_scale
+from . import role_name, unit_scale
 
 __all__ = ["MAX_ITERATIONS", "plot_schedule", "require_matplotlib", "time_axis"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import InputError
-from .frontend.ir import dlight, relax_frontend, tvm
-from .frontend.target import dlight_arch  # dlight's arch for an sm_90a model: scheduled for sm_90
+from ..errors import InputError
+from ..frontend.ir import dlight, relax_frontend, tvm
+from ..frontend.target import dlight_arch  # dlight's arch for an sm_90a model: scheduled for sm_90
 
 __all__ = ["LlamaConfig", "build_model", "dlight_arch", "lowered_module", "scheduled_module"]
 
@@ -101,7 +101,7 @@ def lowered_module(cfg: LlamaConfig):
 
 def scheduled_module(cfg: LlamaConfig, arch: str = "sm_80", matmul_rule=None):
     """``lowered_module`` with every PrimFunc scheduled by dlight for ``dlight_arch(arch)`` (``matmul_rule``:
-    the rule in the place of ``dl.gpu.Matmul()``, e.g. ``tvm_twill.dlight.AutoPipelined(dl.gpu.Matmul())``)."""
+    the rule in the place of ``dl.gpu.Matmul()``, e.g. ``tvm_twill.integrations.dlight.AutoPipelined(dl.gpu.Matmul())``)."""
     dl = dlight()
     rules = [matmul_rule if matmul_rule is not None else dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
              dl.gpu.GeneralReduction(), dl.gpu.Fallback()]

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError, UnsupportedLoopError
-from .frontend import annotated_pipeline_loops, schedule_loops
-from .frontend.ir import const_int, s_tir, tirx, tvm
-from .model.pipeline import ASYNC_STAGES
-from .transforms import apply_annotation, remove_annotation
+from ..errors import InputError, UnsupportedLoopError
+from ..frontend import annotated_pipeline_loops, schedule_loops
+from ..frontend.ir import const_int, s_tir, tirx, tvm
+from ..model.pipeline import ASYNC_STAGES
+from ..transforms import apply_annotation, remove_annotation
 
 __all__ = ["MAX_ELEMENTS", "CpuCheck", "check_on_cpu", "cpu_runnable"]
 

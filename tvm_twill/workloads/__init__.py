@@ -8,8 +8,8 @@ have): the one schedule taken from it, ``mma_schedule``, is inlined below.
 """
 from __future__ import annotations
 
-from .errors import InputError
-from .model.pipeline import ASYNC_STAGES, ORDER, STAGE
+from ..errors import InputError
+from ..model.pipeline import ASYNC_STAGES, ORDER, STAGE
 
 #: TVM's own hand annotations of the tensor-core GEMM below, from apache/tvm's
 #: tests/python/s_tir/transform/test_s_tir_transform_inject_software_pipeline.py
@@ -290,7 +290,7 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True, vector: int
     """
     from tvm import s_tir, te
 
-    from .transforms.wgmma_intrinsics import WGMMA_BK, WGMMA_BM, WGMMA_K, wgmma_fragment, wgmma_intrinsics
+    from ..transforms.wgmma_intrinsics import WGMMA_BK, WGMMA_BM, WGMMA_K, wgmma_fragment, wgmma_intrinsics
 
     if n % WGMMA_BM or n % bn or n % WGMMA_BK:
         raise InputError(f"n = {n} must be a multiple of 64 and of bn = {bn}")

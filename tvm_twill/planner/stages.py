@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import InfeasibleError, UnsupportedLoopError
-from .frontend import Extraction
-from .model import Placement, check
-from .model.pipeline import PipelineAnnotation
-from .transforms import (annotation_from_schedule, annotation_ii, async_copies_first, async_copies_lead,
+from ..errors import InfeasibleError, UnsupportedLoopError
+from ..frontend import Extraction
+from ..model import Placement, check
+from ..model.pipeline import PipelineAnnotation
+from ..transforms import (annotation_from_schedule, annotation_ii, async_copies_first, async_copies_lead,
                          async_stages_contiguous, buffer_versions, grouped_async_order, legality_violations, refine)
-from .transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
+from ..transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
 __all__ = ["DYNAMIC", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "SharedFit", "bound_depth",
            "contiguous_async", "fit_shared", "other_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow",

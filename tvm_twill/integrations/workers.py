@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from .errors import TwillError
+from ..errors import TwillError
 
 __all__ = ["solve_job"]
 
@@ -22,7 +22,7 @@ def solve_job(graph, machine, options) -> tuple[str, object, float]:
 
     Anything else raised (a bug) propagates, so the executor's future carries it to the parent.
     """
-    from .solvers import solve  # z3 and CBC load here, in the worker
+    from ..solvers import solve  # z3 and CBC load here, in the worker
 
     start = time.perf_counter()
     try:

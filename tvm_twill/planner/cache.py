@@ -25,9 +25,9 @@ when given (``AutoPipelineOptions.cache``).
 """
 from __future__ import annotations
 
-from .frontend import extract_loop, inject_pipeline
-from .frontend.ir import fingerprint, tirx, walk_stmts
-from .solvers.memo import DEFAULT_MAXSIZE, LRU, SolveCache
+from ..frontend import extract_loop, inject_pipeline
+from ..frontend.ir import fingerprint, tirx, walk_stmts
+from ..solvers.memo import DEFAULT_MAXSIZE, LRU, SolveCache
 
 __all__ = ["PlanCache", "SHARED"]
 

@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from .errors import TwillError
+from ..errors import TwillError
 
 __all__ = ["LoopOutcome", "ModulePlan", "reason_group", "reason_of"]
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .compiler import build
-from .errors import InputError, UnsupportedLoopError
-from .frontend import parse_target
-from .frontend.ir import const_int, tirx, tvm
-from .transforms.ws_lowering import register_pipeline
+from ..compiler import build
+from ..errors import InputError, UnsupportedLoopError
+from ..frontend import parse_target
+from ..frontend.ir import const_int, tirx, tvm
+from ..transforms.ws_lowering import register_pipeline
 
 __all__ = ["TOLERANCE", "GpuCheck", "verify_on_emulator"]
 
@@ -108,7 +108,7 @@ def _compile_original(plan, target):
 def verify_on_emulator(plan, mod, *, seeds=3, interleavings: int = 2, blocks=None) -> GpuCheck:
     """Emulate ``build(mod, plan.arch, plan)`` and the unpipelined ``plan.source`` on the same random inputs
     for each seed (``seeds``: a count or a list), compare every parameter; see the module doc."""
-    from . import emulator
+    from .. import emulator
 
     if plan.source is None:
         raise InputError("verify needs the plan's source module: use a plan auto_pipeline returned")

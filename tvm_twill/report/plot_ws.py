@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import InputError
-from .model.groups import group_name
+from ..errors import InputError
+from ..model.groups import group_name
 
 __all__ = ["MAX_RING_ITERATIONS", "Ring", "RingTimeline", "SlotUse", "WsBar", "draw_ring", "ring_timeline"]
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from .model import explain_lower_bound, rec_mii, register_peaks, res_mii
+from ..model import explain_lower_bound, rec_mii, register_peaks, res_mii
 
 #: Listings longer than this many cycles keep only the cycles where a unit
 #: changes state or an op issues (raw-cycle schedules span thousands).

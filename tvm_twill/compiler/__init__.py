@@ -30,12 +30,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from .errors import InputError, ToolchainError
-from .frontend import ASYNC_COPY_CONFIG, parse_target
-from .frontend.ir import branches, const_int, tirx, tvm
-from .transforms.wait_counts import WAITS_PIPELINE
-from .transforms.ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
-from .transforms.ws_lowering import WS_PIPELINE, register_pipeline
+from ..errors import InputError, ToolchainError
+from ..frontend import ASYNC_COPY_CONFIG, parse_target
+from ..frontend.ir import branches, const_int, tirx, tvm
+from ..transforms.wait_counts import WAITS_PIPELINE
+from ..transforms.ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
+from ..transforms.ws_lowering import WS_PIPELINE, register_pipeline
 
 __all__ = ["CheckedBuild", "attach_ptxas", "build", "build_checked", "check_module_carries", "pass_config",
            "pass_context", "plan_tree"]

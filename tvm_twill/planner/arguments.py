@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 
-from .errors import InputError
-from .frontend import parse_target
-from .frontend.ir import s_tir, tirx, tvm
-from .model import Machine, get_machine
-from .model.canonical import MAX_TOP_K
-from .transforms.depth import check_max_stages
+from ..errors import InputError
+from ..frontend import parse_target
+from ..frontend.ir import s_tir, tirx, tvm
+from ..model import Machine, get_machine
+from ..model.canonical import MAX_TOP_K
+from ..transforms.depth import check_max_stages
 from .warpspec import WS_CHOICES
 
 __all__ = ["check_call", "check_model", "check_options", "options_of", "seconds"]
@@ -53,7 +53,7 @@ def check_options(opts) -> None:
     if not any(ws is c or ws == c for c in WS_CHOICES) or isinstance(ws, int) and not isinstance(ws, bool):
         raise InputError(f"warp_specialize must be False, True or 'auto', got {ws!r}")
     if opts.cache is not None and not all(callable(getattr(opts.cache, n, None)) for n in _CACHE_METHODS):
-        raise InputError(f"cache must be a tvm_twill.cache.PlanCache (None: no cache), got {type(opts.cache).__name__}")
+        raise InputError(f"cache must be a tvm_twill.planner.cache.PlanCache (None: no cache), got {type(opts.cache).__name__}")
     k = opts.top_k
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
         raise InputError(f"top_k must be an integer from 1 to {MAX_TOP_K} (how many annotations to plan), got {k!r}")

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Schedule
-from .model.canonical import MAX_TOP_K
-from .model.pipeline import PipelineAnnotation
+from ..model import Schedule
+from ..model.canonical import MAX_TOP_K
+from ..model.pipeline import PipelineAnnotation
 from .stages import shared_overflow
-from .transforms import (
+from ..transforms import (
     annotation_from_schedule,
     async_copies_lead,
     async_stages_contiguous,
     legality_violations,
     refine,
 )
-from .transforms.depth import DEFAULT_MAX_STAGES, default_max_stages
+from ..transforms.depth import DEFAULT_MAX_STAGES, default_max_stages
 
 #: Schedules asked of the solver per annotation wanted (many schedules share an annotation).
 SCHEDULES_PER_ANNOTATION = 4

@@ -8,7 +8,7 @@ last among the postprocessors, re-plans each annotated loop nest with
 ``auto_pipeline`` for the tuning target::
 
     from tvm.s_tir import meta_schedule as ms
-    postprocs = [*ms.postproc.Postproc.create("cuda-tensorcore"), tvm_twill.metaschedule.TwillPipeline()]
+    postprocs = [*ms.postproc.Postproc.create("cuda-tensorcore"), tvm_twill.integrations.metaschedule.TwillPipeline()]
     space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=postprocs, mutator_probs=probs)
     ms.tune_tir(mod, target, work_dir, max_trials_global, space=space, ...)
 
@@ -24,7 +24,7 @@ A loop nest that tvm_twill cannot plan (a loop the front-end refuses, a
 function TVM's passes reject, an infeasible or timed-out solve, a plan over
 the target's limits) keeps the annotation it had, so the postprocessor never
 rejects a candidate that MetaSchedule would have kept.  Every such nest is
-logged with its reason (logger ``tvm_twill.metaschedule``, level INFO;
+logged with its reason (logger ``tvm_twill.integrations.metaschedule``, level INFO;
 re-planned nests at DEBUG) and recorded: ``replan_pipelines`` returns a
 ``Replan`` with one ``NestOutcome`` per nest, and ``TwillPipeline.history``
 keeps the latest ``Replan`` of each candidate.
@@ -34,7 +34,7 @@ memory is capped at the target's ``max_shared_memory_per_block``, and a
 candidate whose re-planned pipeline fails MetaSchedule's own VerifyGPUCode
 check (threads, shared memory, registers) gets the rule's annotation back.
 Solves, extractions and TVM's verdicts are reused across candidates through
-a ``tvm_twill.cache.PlanCache`` (the process-wide ``SHARED`` one by
+a ``tvm_twill.planner.cache.PlanCache`` (the process-wide ``SHARED`` one by
 default), so a tuning run solves each distinct loop once.
 """
 from __future__ import annotations
@@ -44,20 +44,20 @@ import logging
 import random
 from dataclasses import dataclass, replace
 
-from .api import AutoPipelineOptions, auto_pipeline
-from .cache import SHARED
-from .errors import InputError, TwillError, UnsupportedLoopError, UnsupportedTargetError
-from .frontend import inject_pipeline, machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
-from .frontend.ir import fingerprint, meta_schedule, meta_schedule_postproc_base, meta_schedule_verify_gpu_code, tvm
-from .transforms import apply_annotation, async_waits, remove_annotation, restore_annotation
-from .transforms.wait_counts import annotate_expected_waits, guard_loop_waits
-from .stages import STATIC_SMEM_BYTES
-from .workloads import pipelined_tensorcore_rule, sample_candidates
+from ..api import AutoPipelineOptions, auto_pipeline
+from ..planner.cache import SHARED
+from ..errors import InputError, TwillError, UnsupportedLoopError, UnsupportedTargetError
+from ..frontend import inject_pipeline, machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
+from ..frontend.ir import fingerprint, meta_schedule, meta_schedule_postproc_base, meta_schedule_verify_gpu_code, tvm
+from ..transforms import apply_annotation, async_waits, remove_annotation, restore_annotation
+from ..transforms.wait_counts import annotate_expected_waits, guard_loop_waits
+from ..planner.stages import STATIC_SMEM_BYTES
+from ..workloads import pipelined_tensorcore_rule, sample_candidates
 
 __all__ = ["PIPELINED_RULES", "NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "sample_candidates",
            "target_machine", "tune_context", "tuning_limits"]
 
-log = logging.getLogger("tvm_twill.metaschedule")
+log = logging.getLogger("tvm_twill.integrations.metaschedule")
 
 _PyPostproc, _derived_object = meta_schedule_postproc_base()
 
@@ -145,7 +145,7 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
     Nothing the schedule holds makes this raise: a failure to even find the
     nests is one ``NestOutcome`` with no loops.  ``machine``: a Machine or
     name (default: ``target_machine(target)``).  ``cache``: a
-    ``tvm_twill.cache.PlanCache`` (None: none).  ``check``: a callable
+    ``tvm_twill.planner.cache.PlanCache`` (None: none).  ``check``: a callable
     ``check(sch) -> str`` run after a nest is re-planned; a non-empty answer
     rejects the plan (the nest gets its annotations back, the answer is the
     reason).  ``top_k`` > 1 with ``rng`` (a ``random.Random``): each nest gets one of its ``top_k`` best
@@ -238,7 +238,7 @@ class TwillPipeline(_PyPostproc):
     ``time_limit``: seconds per loop solve.  ``machine``: a Machine or name
     (default: the target's, shared memory capped at the target's limit).
     ``cache``: the ``PlanCache`` shared by every clone (default the
-    process-wide ``tvm_twill.cache.SHARED``; None: no reuse).  ``history``:
+    process-wide ``tvm_twill.planner.cache.SHARED``; None: no reuse).  ``history``:
     the ``Replan`` of the latest candidates (at most ``HISTORY``), shared by
     every clone; ``verify_gpu_code``: check re-planned candidates with
     MetaSchedule's VerifyGPUCode for the target (as the default postprocessors
@@ -292,7 +292,7 @@ class TwillPipeline(_PyPostproc):
         annotations and ``history`` says why (only a postprocessor used outside a TuneContext raises)."""
         if self.target is None:
             raise TwillError("TwillPipeline has no target: use it inside a TuneContext (or call "
-                             "tvm_twill.metaschedule.replan_pipelines(sch, target))")
+                             "tvm_twill.integrations.metaschedule.replan_pipelines(sch, target))")
         try:
             replan = replan_pipelines(sch, self.target, machine=self.machine, time_limit=self.time_limit,
                                       cache=self.cache, check=self._check if self._verifier is not None else None,
@@ -400,7 +400,7 @@ def tune_context(mod, target, *, rules=PIPELINED_RULES, intrinsics: str = "mma",
     if twill is None:
         twill = TwillPipeline()
     if not isinstance(twill, TwillPipeline):
-        raise InputError(f"twill must be a tvm_twill.metaschedule.TwillPipeline, got {type(twill).__name__}")
+        raise InputError(f"twill must be a tvm_twill.integrations.metaschedule.TwillPipeline, got {type(twill).__name__}")
     before = list(ms.postproc.Postproc.create(kind) if postprocs is None else postprocs)
     space = ms.space_generator.PostOrderApply(sch_rules=sch_rules, postprocs=[*before, twill],
                                               mutator_probs=kind if mutator_probs is None else mutator_probs)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 
-from .errors import InputError
-from .model import register_peaks
-from .model.prediction import Prediction, predict
-from .model.throughput import occupancy
+from ..errors import InputError
+from ..model import register_peaks
+from ..model.prediction import Prediction, predict
+from ..model.throughput import occupancy
 
 __all__ = ["ADDRESS_REGISTERS", "compare_variants", "graph_prediction", "plan_prediction", "serialized_ii",
            "variant_throughput"]

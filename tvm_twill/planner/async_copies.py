@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .errors import InfeasibleError
-from .model import Placement, check
-from .model.pipeline import PipelineAnnotation
+from ..errors import InfeasibleError
+from ..model import Placement, check
+from ..model.pipeline import PipelineAnnotation
 from .stages import shared_memory
-from .transforms import (annotation_ii, async_copies_first, async_copies_lead, async_stages_contiguous,
+from ..transforms import (annotation_ii, async_copies_first, async_copies_lead, async_stages_contiguous,
                          legality_violations, refine, select_async_stages, statement_deps)
 
 __all__ = ["all_copies_async", "sync_copy_reasons"]
