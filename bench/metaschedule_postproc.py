@@ -43,8 +43,8 @@ try:
 except ImportError:  # a source checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT))
 
-from tvm_twill.planner.cache import PlanCache  # noqa: E402
-from tvm_twill.integrations.metaschedule import TwillPipeline  # noqa: E402
+from tvm_twill.cache import PlanCache  # noqa: E402
+from tvm_twill.metaschedule import TwillPipeline  # noqa: E402
 from tvm_twill.workloads import sample_candidates, tensorcore_tune_context  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Re-plan the software pipelines that TVM's dlight writes, with ``tvm_twill.integrations.dlight.AutoPipelined``.
+"""Re-plan the software pipelines that TVM's dlight writes, with ``tvm_twill.dlight.AutoPipelined``.
 
 Runs without a GPU (TVM generates CUDA source without one; nvcc, if installed,
 reports registers and spills)::
@@ -13,7 +13,7 @@ registers (``tirx.manifest_shared_memory_local_stage``: TVM splits each copy
 into a load to registers and a store to shared memory, so the outer loop has
 7 pipeline statements).  Wrapping the rule::
 
-    mod = dl.ApplyDefaultSchedule(tvm_twill.integrations.dlight.AutoPipelined(dl.gpu.Matmul()))(mod)
+    mod = dl.ApplyDefaultSchedule(tvm_twill.dlight.AutoPipelined(dl.gpu.Matmul()))(mod)
 
 applies it, then re-plans every pipeline it wrote: once with dlight's staging
 and once with direct global->shared copies (cp.async), keeping the plan with
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     print(f"  stages {list(dlight.annotation.stages)}, orders {list(dlight.annotation.orders)}")
 
     # 2. The same rule, wrapped: dlight schedules, tvm_twill re-plans the pipelines.
-    rule = tvm_twill.integrations.dlight.AutoPipelined(dl.gpu.Matmul())
+    rule = tvm_twill.dlight.AutoPipelined(dl.gpu.Matmul())
     mod = dlight_gemm(m, args.size, args.size, arch=args.arch, rule=rule)
     (nest,) = rule.last
     print()

@@ -36,7 +36,7 @@ except ImportError:  # running from a source checkout without `pip install -e .`
 
 TUNE_CALL = """\
     from tvm.s_tir import meta_schedule as ms
-    from tvm_twill.integrations.metaschedule import TwillPipeline
+    from tvm_twill.metaschedule import TwillPipeline
     from tvm_twill.workloads import tensorcore_tune_context
 
     postprocs = [*ms.postproc.Postproc.create("cuda-tensorcore"), TwillPipeline()]   # tvm_twill last
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     from tvm_twill.frontend import resolve_loop
-    from tvm_twill.integrations.metaschedule import TwillPipeline, target_machine
+    from tvm_twill.metaschedule import TwillPipeline, target_machine
     from tvm_twill.transforms import restore_annotation
     from tvm_twill.workloads import sample_candidates, tensorcore_tune_context
 
@@ -117,9 +117,9 @@ def main(argv=None) -> int:
             print(f"    tvm_twill  model II of {outer}: {plan.ii_cycles} cycles "
                   f"({'optimal' if plan.schedule.optimal else 'best found'}; shared memory {plan.smem_bytes} B)")
     print(f"\n{planned} loop nest(s) re-planned, {kept} kept the rule's annotation (each reason is logged by "
-          "the 'tvm_twill.integrations.metaschedule' logger and kept in TwillPipeline.history)")
+          "the 'tvm_twill.metaschedule' logger and kept in TwillPipeline.history)")
     print(f"solver calls: {twill.cache.solves.solves}, answers reused: {twill.cache.solves.hits} "
-          "(a tuning run solves each distinct loop once: tvm_twill.planner.cache.SHARED)")
+          "(a tuning run solves each distinct loop once: tvm_twill.cache.SHARED)")
 
     # 3. Tuning: the same postprocessors in ms.tune_tir.  Measuring needs a GPU.
     print("\nIn a tuning run (ms.tune_tir measures each candidate on the GPU):\n")

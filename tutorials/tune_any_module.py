@@ -8,7 +8,7 @@ post-processes candidates on the CPU; only measuring them needs the GPU)::
     python tutorials/tune_any_module.py --tune               # also measure: needs an NVIDIA GPU
 
 The module is a user's, not one of tvm_twill's workloads: a linear layer
-``Y = X W`` (fp16 in, fp32 out, the weight stored [in, out]), written in TE.  ``tvm_twill.integrations.metaschedule.
+``Y = X W`` (fp16 in, fp32 out, the weight stored [in, out]), written in TE.  ``tvm_twill.metaschedule.
 tune_context(mod, target)`` builds MetaSchedule's tuning context for any
 module and CUDA target: the "cuda-tensorcore" schedule rules with the
 tensor-core rule that software-pipelines (TVM's defaults give fp16 GEMMs to
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
 
     from tvm.s_tir import meta_schedule as ms
 
-    from tvm_twill.integrations.metaschedule import TwillPipeline, sample_candidates, tune_context
+    from tvm_twill.metaschedule import TwillPipeline, sample_candidates, tune_context
 
     # 1. Your module and MetaSchedule's tuning context for it, TwillPipeline last among the postprocessors.
     mod = linear(args.tokens, args.d_in, args.d_out)
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
         kept += len(replan.kept)
         print("\n".join(summarize(i, replan)))
     print(f"{len(candidates)} candidate(s): {planned} pipeline nest(s) re-planned, {kept} kept the rule's annotation "
-          "(reasons in full above, in TwillPipeline.history and in the 'tvm_twill.integrations.metaschedule' log)")
+          "(reasons in full above, in TwillPipeline.history and in the 'tvm_twill.metaschedule' log)")
 
     # 3. Measuring: the same space in ms.tune_tir, on a GPU.
     print("\nIn a tuning run (ms.tune_tir measures each candidate on the GPU):\n")

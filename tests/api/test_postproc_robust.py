@@ -66,7 +66,7 @@ def postproc():
 def test_loops_that_share_a_name_are_each_replanned_by_the_postprocessor(caplog):
     sch, k0s = twin_gemvs()
     post, twill = postproc()
-    with caplog.at_level(logging.DEBUG, logger="tvm_twill.integrations.metaschedule"):
+    with caplog.at_level(logging.DEBUG, logger="tvm_twill.metaschedule"):
         assert post.apply(sch) is True   # was: RuntimeError "2 loops are named 'k_0'"
     (replan,) = twill.history
     assert [n.loops for n in replan.nests] == [("k_0",), ("k_0",)]
@@ -87,7 +87,7 @@ def test_one_postprocessor_over_candidates_unlike_the_gemms(mma_gemm, caplog):
     post, twill = postproc()
     (red, k), ew, (gemm, k0, k1), (twins, _) = row_sum(), elementwise(), mma_gemm("nested"), twin_gemvs()
     before_ew = ew.mod
-    with caplog.at_level(logging.INFO, logger="tvm_twill.integrations.metaschedule"):
+    with caplog.at_level(logging.INFO, logger="tvm_twill.metaschedule"):
         assert all(post.apply(s) is True for s in (red, ew, gemm, twins))
     h_red, h_ew, h_gemm, h_twins = twill.history
     (nest,) = h_red.nests   # the reduction: kept, said why, annotation untouched

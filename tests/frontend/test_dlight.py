@@ -195,7 +195,7 @@ def test_matmul_tensorization_rule_is_replanned_the_same():
 
 def test_a_nest_it_cannot_plan_keeps_dlights_schedule(caplog):
     rule = AutoPipelined(dl.gpu.Matmul(), machine=_tiny_smem_machine())
-    with caplog.at_level("WARNING", logger="tvm_twill.integrations.dlight"):
+    with caplog.at_level("WARNING", logger="tvm_twill.dlight"):
         mod = dlight_gemm(256, arch="sm_80", rule=rule)
     (nest,) = rule.last
     assert nest.plan is None and "shared memory" in nest.reason and nest.staging == "registers"
@@ -205,7 +205,7 @@ def test_a_nest_it_cannot_plan_keeps_dlights_schedule(caplog):
 
 def test_a_target_without_a_model_keeps_dlights_schedule(caplog):
     rule = AutoPipelined(dl.gpu.Matmul())
-    with caplog.at_level("INFO", logger="tvm_twill.integrations.dlight"):
+    with caplog.at_level("INFO", logger="tvm_twill.dlight"):
         mod = dlight_gemm(256, arch="sm_75", rule=rule)  # dlight tensorizes from sm_70; no cp.async before sm_80
     assert rule.last == []
     assert tvm_ffi.structural_equal(mod, dlight_gemm(256, arch="sm_75"))
@@ -249,7 +249,7 @@ def test_on_sm90a_dlight_schedules_for_sm90_and_the_pipelines_are_planned_for_sm
     plain = tvm.s_tir.Schedule(dlight_gemm(256, arch="sm_90a"))  # dlight alone: no tensor cores, no pipeline
     assert annotated_pipeline_loops(plain) == []
     rule = AutoPipelined(dl.gpu.Matmul())
-    with caplog.at_level("INFO", logger="tvm_twill.integrations.dlight"):
+    with caplog.at_level("INFO", logger="tvm_twill.dlight"):
         mod = dlight_gemm(256, arch="sm_90a", rule=rule)
     (nest,) = rule.last
     assert nest.loops == (OUTER, INNER) and nest.plan is not None and nest.plan.arch == "sm_90a"
@@ -263,7 +263,7 @@ def test_on_sm90a_dlight_schedules_for_sm90_and_the_pipelines_are_planned_for_sm
 
 def test_a_rule_that_writes_no_pipeline_says_so(caplog):
     rule = AutoPipelined(dl.gpu.Matmul())
-    with caplog.at_level("INFO", logger="tvm_twill.integrations.dlight"):
+    with caplog.at_level("INFO", logger="tvm_twill.dlight"):
         mod = dlight_gemm(64, 64, 64, arch="sm_80", rule=rule)  # at most 64: dlight does not tensorize
     assert rule.last == []
     assert tvm_ffi.structural_equal(mod, dlight_gemm(64, 64, 64, arch="sm_80"))

@@ -36,19 +36,20 @@ import logging
 from dataclasses import dataclass
 
 from ..api import PipelinePlan, auto_pipeline
-from ..errors import InputError, TwillError
+from ..errors import InputError
 from ..frontend import (dlight_target, local_stage_blocks, loop_rv, parse_target, pipeline_nests, resolve_loop,
                        scratch_schedule)
-from ..frontend.ir import MANIFEST_LOCAL_STAGE, dlight_schedule_rule_base
+from ..frontend.ir import dlight_schedule_rule_base
 from ..transforms import apply_annotation, remove_annotation
 from ..transforms.wait_counts import annotate_expected_waits
+from .common import drop_staging, reason_of
 
 __all__ = ["STAGING", "AutoPipelined", "NestReplan", "replan_schedule"]
 
 #: The ``staging`` choices: plan both variants and keep the better, or only one of them.
 STAGING = ("best", "registers", "direct")
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tvm_twill.dlight")  # the public name (the module moved, the log did not)
 _ScheduleRule = dlight_schedule_rule_base()
 
 
@@ -90,13 +91,6 @@ def _check_staging(staging) -> None:
         raise InputError(f"staging must be one of {list(STAGING)}, got {staging!r}")
 
 
-def _reason(err) -> str:
-    """``Type: first line`` of an error; one that is not a TwillError is marked as unexpected."""
-    text = str(err).strip()
-    tag = type(err).__name__ if isinstance(err, TwillError) else f"unexpected {type(err).__name__}"
-    return f"{tag}: {text.splitlines()[0]}" if text else tag
-
-
 def _replan_nest(sch, nest, target, machine, time_limit, staging) -> NestReplan:
     """Plan one nest (LoopRefs, outermost first) on scratch copies, write the better variant on ``sch``.
 
@@ -106,7 +100,7 @@ def _replan_nest(sch, nest, target, machine, time_limit, staging) -> NestReplan:
     try:
         staged = bool(local_stage_blocks(sch, nest[0]))
     except Exception as err:  # noqa: BLE001 - dlight's schedule is kept whatever happens here
-        return _kept(names, "none", _reason(err))
+        return _kept(names, "none", reason_of(err))
     variants = ("none",) if not staged else (("registers", "direct") if staging == "best" else (staging,))
     tried, failures = [], []
     for variant in variants:
@@ -114,11 +108,11 @@ def _replan_nest(sch, nest, target, machine, time_limit, staging) -> NestReplan:
             trial = scratch_schedule(sch)  # the same IR: planning here leaves sch alone
             rvs = [loop_rv(trial, r.node) for r in nest]
             if variant == "direct":
-                _drop_staging(trial, resolve_loop(trial, rvs[0]))
+                drop_staging(trial, resolve_loop(trial, rvs[0]))
             plan = auto_pipeline(trial, rvs if len(rvs) > 1 else rvs[0], target, machine=machine,
                                  time_limit=time_limit, quiet=True)  # no progress lines from inside dlight
         except Exception as err:  # noqa: BLE001 - one variant failing is said, not raised
-            failures.append(f"{variant}: {_reason(err)}")
+            failures.append(f"{variant}: {reason_of(err)}")
             continue
         tried.append((variant, plan))
     alternatives = tuple((v, p.ii_cycles) for v, p in tried)
@@ -131,7 +125,7 @@ def _replan_nest(sch, nest, target, machine, time_limit, staging) -> NestReplan:
     try:
         _write(sch, nest, plan, variant)
     except Exception as err:  # noqa: BLE001 - pragma: no cover - the plan was applied on the same IR
-        return _kept(names, "registers" if staged else "none", f"writing the plan failed: {_reason(err)}")
+        return _kept(names, "registers" if staged else "none", f"writing the plan failed: {reason_of(err)}")
     log.info("pipeline nest %s re-planned (%s copies): ii %d cycles (%s)", list(names), variant,
              plan.ii_cycles, ", ".join(f"{v} {ii}" for v, ii in alternatives))
     return NestReplan(loops=names, plan=plan, staging=variant, alternatives=alternatives)
@@ -146,7 +140,7 @@ def _write(sch, nest, plan, variant) -> None:
     """Write ``plan`` (outermost; ``plan.inner`` innermost first, as ``auto_pipeline`` orders a nest) on the
     nest's own loops of ``sch``."""
     if variant == "direct":
-        _drop_staging(sch, nest[0])
+        drop_staging(sch, nest[0])
     inner_first = sorted(range(len(nest)), key=lambda i: -len(nest[i].ancestors))  # auto_pipeline's order
     for i, p in zip(inner_first, (*plan.inner, plan)):
         rv = nest[i].rv
@@ -155,11 +149,6 @@ def _write(sch, nest, plan, variant) -> None:
             annotate_expected_waits(sch, rv, p.tvm_waits)
         else:  # the plan is the loop without a pipeline
             remove_annotation(sch, rv)
-
-
-def _drop_staging(sch, ref) -> None:
-    for rv in local_stage_blocks(sch, ref):
-        sch.unannotate(rv, MANIFEST_LOCAL_STAGE)
 
 
 class AutoPipelined(_ScheduleRule):
@@ -208,7 +197,7 @@ class AutoPipelined(_ScheduleRule):
                 self.last += replan_schedule(sch, target, machine=self.machine, time_limit=self.time_limit,
                                              staging=self.staging)
             except Exception as err:  # noqa: BLE001 - e.g. a target without a model: dlight's schedule as it is
-                log.info("%s's schedule kept as dlight wrote it: %s", rule, _reason(err))
+                log.info("%s's schedule kept as dlight wrote it: %s", rule, reason_of(err))
                 return space
         if not self.last:
             log.info("%s wrote no software pipeline for '%s' (a schedule without tensor cores, or a shape it "

@@ -53,11 +53,12 @@ from ..transforms import apply_annotation, async_waits, remove_annotation, resto
 from ..transforms.wait_counts import annotate_expected_waits, guard_loop_waits
 from ..planner.stages import STATIC_SMEM_BYTES
 from ..workloads import pipelined_tensorcore_rule, sample_candidates
+from .common import reason_of
 
 __all__ = ["PIPELINED_RULES", "NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "sample_candidates",
            "target_machine", "tune_context", "tuning_limits"]
 
-log = logging.getLogger("tvm_twill.integrations.metaschedule")
+log = logging.getLogger("tvm_twill.metaschedule")  # the public name (the module moved, the log did not)
 
 _PyPostproc, _derived_object = meta_schedule_postproc_base()
 
@@ -165,11 +166,8 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
 
 
 def _reason(err) -> str:
-    """``Type: first line`` of an error; an error that is not a TwillError is marked as unexpected."""
-    # the whole message (a verifier's may take several lines), on one line
-    line = " / ".join(ln.strip() for ln in str(err).splitlines() if ln.strip())
-    tag = type(err).__name__ if isinstance(err, TwillError) else f"unexpected {type(err).__name__}"
-    return f"{tag}: {line}" if line else tag
+    """The whole message (a verifier's may take several lines) on one line (``common.reason_of``)."""
+    return reason_of(err, whole=True)
 
 
 def _replan_nest(sch, nest, target, opts, check, rng=None) -> NestOutcome:

@@ -11,17 +11,9 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from ..errors import TwillError
+from .common import reason_of
 
 __all__ = ["LoopOutcome", "ModulePlan", "reason_group", "reason_of"]
-
-
-def reason_of(err) -> str:
-    """``Type: first line`` of an error (a TwillError's message is one line by the project's rule); any
-    other error (TVM's, or a bug) is marked ``unexpected``."""
-    text = str(err).strip()
-    tag = type(err).__name__ if isinstance(err, TwillError) else f"unexpected {type(err).__name__}"
-    return f"{tag}: {text.splitlines()[0]}" if text else tag
 
 
 #: The prefix ``solvers.memo`` puts on an error it found on another graph with the same dependences.

@@ -50,8 +50,9 @@ from ..planner.cache import PlanCache
 from .dlight import STAGING
 from ..errors import InputError, SolverTimeoutError, TwillError
 from ..frontend import local_stage_blocks, parse_target, pipeline_nests, read_annotation
-from ..frontend.ir import MANIFEST_LOCAL_STAGE, s_tir, tirx, tvm, walk_stmts
+from ..frontend.ir import s_tir, tirx, tvm, walk_stmts
 from ..model import get_machine
+from .common import drop_staging
 from .module_report import LoopOutcome, ModulePlan, reason_of
 from ..solvers import SolveOptions, graph_key
 from ..transforms import apply_annotation, remove_annotation
@@ -245,11 +246,6 @@ def _evaluate_before(nest: _Nest, func, target, opts) -> None:
     nest.before, nest.trips = ev.ii_cycles, ev.extraction.trip_count
 
 
-def _drop_staging(sch, ref) -> None:
-    for rv in local_stage_blocks(sch, ref):
-        sch.unannotate(rv, MANIFEST_LOCAL_STAGE)
-
-
 # -- rounds ---------------------------------------------------------------------------------
 class _Solver:
     """Runs a round's solves: on the caller's executor, a local process pool, or here (one worker)."""
@@ -320,7 +316,7 @@ def _attempt(job: _Job, func, target, opts) -> PipelinePlan:
     trial = _schedule(func)
     nest = pipeline_nests(trial)[job.nest]
     if job.variant == "direct":
-        _drop_staging(trial, nest[0])
+        drop_staging(trial, nest[0])
     return auto_pipeline(trial, [r.rv for r in nest], target, opts)
 
 
@@ -373,7 +369,7 @@ def _write_function(func, chosen: list, base: PlanCache):
             continue
         refs = found[nest.index]
         if job.variant == "direct":
-            _drop_staging(sch, refs[0])
+            drop_staging(sch, refs[0])
         inner_first = sorted(range(len(refs)), key=lambda i: -len(refs[i].ancestors))  # auto_pipeline's order
         for i, p in zip(inner_first, (*job.plan.inner, job.plan)):
             if p.applied:
