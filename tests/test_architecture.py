@@ -91,21 +91,25 @@ def test_layer_table_matches_the_imports():
         assert outside == doc_outside, f"{part}: uses {sorted(outside)}, the table says {sorted(doc_outside)}"
 
 
-def test_layers_are_acyclic():
-    deps = {p: inside for p, (inside, _) in actual_layers().items()}
+def assert_acyclic(deps: dict) -> None:
+    """AssertionError naming the first import circle of ``deps`` (name -> names it imports), if any."""
     state: dict = {}
 
     def visit(p, path):
-        assert state.get(p) != "open", f"import cycle: {' -> '.join(path + [p])}"
+        assert state.get(p) != "open", f"import circle: {' -> '.join(path[path.index(p):] + [p])}"
         if state.get(p) == "done":
             return
         state[p] = "open"
-        for q in deps.get(p, ()):
+        for q in sorted(deps.get(p, ())):
             visit(q, path + [p])
         state[p] = "done"
 
-    for p in deps:
+    for p in sorted(deps):
         visit(p, [])
+
+
+def test_layers_are_acyclic():
+    assert_acyclic({p: inside for p, (inside, _) in actual_layers().items()})
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -137,20 +141,7 @@ def module_imports() -> dict:
 def test_no_import_circle_file_to_file():
     """No module imports, through any chain, a module that imports it: inside a room too (a circle there
     splits into a shared lower module, as ``emulator/values.py`` holds the engine's step results)."""
-    deps = module_imports()
-    state: dict = {}
-
-    def visit(m, path):
-        assert state.get(m) != "open", f"import circle: {' -> '.join(path[path.index(m):] + [m])}"
-        if state.get(m) == "done":
-            return
-        state[m] = "open"
-        for d in sorted(deps[m]):
-            visit(d, path + [m])
-        state[m] = "done"
-
-    for m in sorted(deps):
-        visit(m, [])
+    assert_acyclic(module_imports())
 
 
 def test_only_frontend_ir_and_workloads_import_tvm():
