@@ -26,7 +26,7 @@ from tir_loops import with_control_flow  # noqa: E402
 
 ms = tvm.s_tir.meta_schedule
 CANDIDATES = 6
-LOG = "tvm_twill.integrations.metaschedule"
+LOG = "tvm_twill.metaschedule"
 
 
 class Records(logging.Handler):
