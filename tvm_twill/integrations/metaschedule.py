@@ -158,16 +158,11 @@ def replan_pipelines(sch, target, *, machine=None, time_limit: float = 10.0, cac
     try:
         nests = pipeline_nests(sch)
     except Exception as err:  # noqa: BLE001 - a schedule TVM or tvm_twill cannot walk: every nest kept
-        reason = _reason(err)
+        reason = reason_of(err, whole=True)
         log.info("the candidate keeps its pipeline annotations: %s", reason)
         return Replan(nests=(NestOutcome(loops=(), before=(), reason=reason),), mod=sch.mod)
     outcomes = [_replan_nest(sch, nest, target, opts, check, rng) for nest in nests]
     return Replan(nests=tuple(outcomes), mod=sch.mod)
-
-
-def _reason(err) -> str:
-    """The whole message (a verifier's may take several lines) on one line (``common.reason_of``)."""
-    return reason_of(err, whole=True)
 
 
 def _replan_nest(sch, nest, target, opts, check, rng=None) -> NestOutcome:
@@ -186,14 +181,14 @@ def _replan_nest(sch, nest, target, opts, check, rng=None) -> NestOutcome:
         if rejected:
             raise UnsupportedLoopError(rejected)
     except Exception as err:  # noqa: BLE001 - a postprocessor never rejects a candidate the rule would keep
-        reason = _reason(err)
+        reason = reason_of(err, whole=True)
         try:
             for rv, ann in zip(rvs, before):  # a partly applied nest goes back to what it was
                 restore_annotation(sch, rv, ann)
             if rejected and check(sch):  # not the plan's fault: the candidate fails as the rule made it
                 reason += "; so does the rule's annotation (TVM cannot lower this candidate as it is)"
         except Exception as again:  # noqa: BLE001 - said, not raised
-            reason += f"; restoring the annotations failed too ({_reason(again)})"
+            reason += f"; restoring the annotations failed too ({reason_of(again, whole=True)})"
         log.info("loop nest %s keeps MetaSchedule's annotation %s: %s", list(loops),
                  [a.to_dict() for a in before if a is not None], reason)
         return NestOutcome(loops=loops, before=before, reason=reason)
@@ -216,7 +211,7 @@ def _sample(sch, rv, plan, rng: random.Random, cache):
         apply_annotation(sch, rv, plan.annotation)
         annotate_expected_waits(sch, rv, plan.tvm_waits)
         log.info("loop %s keeps its best annotation: TVM refuses the sampled one ranked %d (%s)", plan.loop,
-                 alt.rank, _reason(err))
+                 alt.rank, reason_of(err, whole=True))
         return plan
     waits = async_waits(ann, plan.graph, trips) if ann.async_stages else ()  # trips None: as compiled
     return replace(plan, schedule=alt.schedule, annotation=ann, waits=waits, applied=True, tvm_waits=tvm_waits,
@@ -296,7 +291,7 @@ class TwillPipeline(_PyPostproc):
                                       cache=self.cache, check=self._check if self._verifier is not None else None,
                                       top_k=self.top_k, rng=self._rng(sch))
         except Exception as err:  # noqa: BLE001 - e.g. a target without a model: the candidate as the rule made it
-            reason = _reason(err)
+            reason = reason_of(err, whole=True)
             log.info("the candidate keeps its pipeline annotations: %s", reason)
             replan = Replan(nests=(NestOutcome(loops=(), before=(), reason=reason),), mod=sch.mod)
         self.history.append(replan)
