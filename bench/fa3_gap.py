@@ -11,7 +11,7 @@ share in the steady state of each, and which one the kernel compiles to:
 - one group: the plan's fallback without ordered groups (``ws.one_group``);
 - two groups, turn across the back edge: a group's O GEMM of iteration k and its S GEMM of k + 1 in one turn
   (``model.groups.rotate_turns``; the plan's fallback when the transform refuses the look-ahead);
-- two groups, look-ahead turn (``model.groups.look_ahead``, ``transforms.look_ahead``): the turn issues the S
+- two groups, look-ahead turn (``model.groups.look_ahead``, ``transforms.ws.look_ahead``): the turn issues the S
   GEMM of iteration k first and the O GEMM of k - 1 after it, left in flight until a statement depends on it
   (P overwrites what it reads), so a group's softmax starts under its own O GEMM: what the kernel compiles to
   on a wgmma body;

@@ -66,7 +66,7 @@ def serial(sch, loop, arch: str):
 
 def ptxas_registers(src: str, arch: str) -> int | None:
     """Registers per thread ptxas gives the kernel (the largest, if several; None without nvcc)."""
-    from tvm_twill.transforms.sass import ptxas_report
+    from tvm_twill.compiler.sass import ptxas_report
 
     lines = ptxas_report(src, arch)
     found = [int(m[1]) for ln in lines or () for m in [re.search(r"Used (\d+) registers", ln)] if m]

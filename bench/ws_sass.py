@@ -3,7 +3,7 @@
 For each arch (default sm_80 and sm_90a) it plans TVM's tensor-core GEMM (``workloads.tensorcore_gemm``,
 n=1024) with ``auto_pipeline(..., warp_specialize=True)``, compiles it with TVM (``compile_cuda``), then
 builds three variants of the emitted CUDA source with ``nvcc -arch=ARCH -cubin -Xptxas -v`` and reads
-their SASS (``cuobjdump -sass``, ``tvm_twill.transforms.sass.role_report``):
+their SASS (``cuobjdump -sass``, ``tvm_twill.compiler.sass.role_report``):
 
 * ``shfl``: the source as emitted (the warp index ``ws_warp = __shfl_sync(0xffffffff, w, 0, 32)``);
 * ``plain``: the control, ``__shfl_sync(...)`` replaced by its argument ``w`` (the warp index itself:
@@ -40,7 +40,7 @@ except ImportError:
     sys.path.insert(0, str(ROOT))
 
 import tvm_twill  # noqa: E402
-from tvm_twill.transforms.sass import (disassemble, find_cuobjdump, parse_sass, role_report,  # noqa: E402
+from tvm_twill.compiler.sass import (disassemble, find_cuobjdump, parse_sass, role_report,  # noqa: E402
                                        tool_version)
 
 _SHFL = re.compile(r"__shfl_sync\(\(uint\)4294967295, (\([^;]*?\)), 0, 32\)")
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         f"- commit: `{git_commit()}`",
         f"- nvcc: {tool_version(nvcc)}; cuobjdump: {tool_version(cuobjdump)}",
         f"- kernel: `workloads.tensorcore_gemm({args.size})`, `auto_pipeline(..., warp_specialize=True)`, "
-        "`nvcc -arch=ARCH -cubin -Xptxas -v`, `cuobjdump -sass`, `tvm_twill.transforms.sass.role_report`",
+        "`nvcc -arch=ARCH -cubin -Xptxas -v`, `cuobjdump -sass`, `tvm_twill.compiler.sass.role_report`",
         "- variants: `shfl` as emitted (`ws_warp = __shfl_sync(0xffffffff, w, 0, 32)`); `plain` the control, "
         "the call replaced by its argument `w` (the warp index, `threadIdx.y`: blockDim.x is 32); `redux` "
         "`__reduce_min_sync(0xffffffff, w)`",

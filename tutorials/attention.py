@@ -97,7 +97,7 @@ def simt(out: Path, plot: bool):
 
     import tvm_twill
     from tvm_twill.kernels import KV_LOOP, AttentionShape, fa_forward
-    from tvm_twill.transforms.sass import print_ptxas_report
+    from tvm_twill.compiler.sass import print_ptxas_report
 
     shape = AttentionShape(head_dim=64, causal=True, **SMALL)
     sch = tvm.s_tir.Schedule(fa_forward(shape))
@@ -158,7 +158,7 @@ def warp_specialized():
     import tvm_twill
     from tvm_twill.kernels import KV_LOOP, AttentionShape
     from tvm_twill.kernels.attention_tc import TC_PASS_CONFIG, fa_forward_tc
-    from tvm_twill.transforms.sass import print_ptxas_report
+    from tvm_twill.compiler.sass import print_ptxas_report
 
     shape = AttentionShape(head_dim=64, causal=True, heads=1, q_len=128, block_m=64, block_n=32)
     sch = tvm.s_tir.Schedule(fa_forward_tc(shape))

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import tvm_twill
-    from tvm_twill.transforms.sass import print_ptxas_report
+    from tvm_twill.compiler.sass import print_ptxas_report
     from tvm_twill.workloads import tensorcore_gemm
 
     # 1. The schedule, and the one line that replaces the three sch.annotate calls.

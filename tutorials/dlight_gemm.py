@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     import tvm.s_tir.dlight as dl
 
     import tvm_twill
-    from tvm_twill.transforms.sass import print_ptxas_report
+    from tvm_twill.compiler.sass import print_ptxas_report
     from tvm_twill.workloads import dlight_gemm
 
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")  # the re-plan logs one line a nest

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import tvm_twill
-    from tvm_twill.transforms.sass import print_ptxas_report
+    from tvm_twill.compiler.sass import print_ptxas_report
     from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm
 
     if not args.mma and not args.arch.startswith("sm_90"):

@@ -45,11 +45,11 @@ from .planner.roofline import plan_prediction, serialized_ii
 from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
                          async_waits, legality_violations, refine, remove_annotation, restore_annotation,
                          wait_count_caveat)
-from .transforms.ptxas import wgmma_serialized
+from .compiler.ptxas import wgmma_serialized
 from .planner.async_copies import all_copies_async, sync_copy_reasons
 from .planner.plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
-from .transforms.ws_lowering import register_pipeline
+from .transforms.ws.lowering import register_pipeline
 from .planner.stages import SharedFit, fit_shared, shared_memory, shared_summary
 from .transforms.swp_lowering import register_swp_pipeline
 from .transforms.wait_counts import guard_loop_waits, guarded_annotations, register_waits_pipeline
@@ -76,7 +76,7 @@ class AutoPipelineOptions:
     ``verify``: run TVM's passes through InjectSoftwarePipeline on the
     annotated module and undo the annotation if TVM rejects it.
     ``max_stages``: the most pipeline stages a plan may use (None: the
-    default of ``transforms.depth``, min(8, trip count)); when the optimal
+    default of ``planner.depth``, min(8, trip count)); when the optimal
     schedule needs more, the loop is re-solved with the stages bounded (a
     larger ii) and ``explain()`` says so.  ``warp_specialize``: False (TVM's
     one-role software pipeline), True (a producer warp and mbarrier rings,
@@ -157,7 +157,7 @@ class PipelinePlan:
     #: The loop's function issues wgmma: it compiles with tvm_twill's pipeline (per-thread accumulators,
     #: the proxy fences before wgmma reads shared memory that generic stores or cp.async wrote).
     wgmma: bool = False
-    #: What ptxas said of the compiled kernel (``transforms.ptxas.PtxasMessage``s; ``with_ptxas``,
+    #: What ptxas said of the compiled kernel (``compiler.ptxas.PtxasMessage``s; ``with_ptxas``,
     #: ``build_checked``); None: not asked.  ``ptxas_registers``: its registers per thread, when known.
     ptxas: tuple | None = None
     ptxas_registers: int | None = None
@@ -252,7 +252,7 @@ class PipelinePlan:
     def with_ptxas(self, messages=None, *, source: str | None = None, registers: int | None = None
                    ) -> PipelinePlan:
         """This plan with what ptxas said of its kernel: ``messages`` (ptxas's output as text, or
-        ``transforms.ptxas.PtxasMessage``s), or ``source``, the kernel's CUDA source, compiled here with
+        ``compiler.ptxas.PtxasMessage``s), or ``source``, the kernel's CUDA source, compiled here with
         ``nvcc -Xptxas -v`` for the plan's arch (ToolchainError without nvcc); ``registers``: ptxas's
         registers per thread (default: the count in ptxas's text when it names one kernel).  When ptxas
         serialized wgmma, ``prediction()`` runs the compute statements back to back; its occupancy uses

@@ -10,7 +10,7 @@ import tvm
 from tvm_twill.api import auto_pipeline
 from tvm_twill.errors import InputError, ToolchainError
 from tvm_twill.kernels import KV_LOOP, AttentionShape, fa_forward
-from tvm_twill.transforms.ptxas import parse_ptxas
+from tvm_twill.compiler.ptxas import parse_ptxas
 
 SERIALIZED = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized "
               "due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of "
@@ -85,7 +85,7 @@ def test_the_wgmma_gemm_ptxas_keeps_overlapped(ws):
 
 # -- ptxas's registers set the occupancy; build_checked asks ptxas on its own --------------------------
 from tvm_twill.model.throughput import occupancy  # noqa: E402
-from tvm_twill.transforms.ptxas import kernel_registers, ptxas_output  # noqa: E402
+from tvm_twill.compiler.ptxas import kernel_registers, ptxas_output  # noqa: E402
 
 
 def _used(registers: int) -> str:

@@ -24,7 +24,7 @@ import tvm_twill
 from tvm_twill import emulator as E
 from tvm_twill.emulator.ptx import parse
 from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward
-from tvm_twill.transforms.sass import ptxas_report
+from tvm_twill.compiler.sass import ptxas_report
 
 SMALL = {"heads": 1, "q_len": 64, "block_m": 32, "block_n": 16}
 N = 2 * SMALL["block_n"] + 5  # three KV tiles, the last one 5 keys long

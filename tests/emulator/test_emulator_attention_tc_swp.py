@@ -33,7 +33,7 @@ from tvm_twill.frontend.ir import s_tir, stock_s_tir_passes, tirx, tvm_ffi
 from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference
 from tvm_twill.kernels.attention_tc import TC_PASS_CONFIG, fa_forward_tc
 from tvm_twill.transforms import swp_lowering
-from tvm_twill.transforms.sass import ptxas_report
+from tvm_twill.compiler.sass import ptxas_report
 
 SMALL = {"heads": 1, "q_len": 128, "block_m": 64, "block_n": 32}  # two CTAs of two warps
 BN = SMALL["block_n"]

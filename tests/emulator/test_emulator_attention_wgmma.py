@@ -31,7 +31,7 @@ from tvm_twill.frontend import extract_loop
 from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward_wgmma
 from tvm_twill.kernels.attention_wgmma import WGMMA_PASS_CONFIG
 from tvm_twill.transforms import swp_lowering
-from tvm_twill.transforms.sass import ptxas_report
+from tvm_twill.compiler.sass import ptxas_report
 
 ARCH = "sm_90a"
 TARGET = {"kind": "cuda", "arch": ARCH}

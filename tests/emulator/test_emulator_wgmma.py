@@ -29,7 +29,7 @@ FENCE_LINE = re.compile(r"\n[^\n]*fence\.proxy\.async[^\n]*")
 
 @pytest.fixture(scope="module")
 def plain():
-    from tvm_twill.transforms.ws_lowering import WS_PIPELINE, register_pipeline
+    from tvm_twill.transforms.ws.lowering import WS_PIPELINE, register_pipeline
     from tvm_twill.workloads import wgmma_gemm
     register_pipeline()
     sch, _, _ = wgmma_gemm(N)

@@ -84,7 +84,7 @@ def test_tensor_core_attention_on_the_emulator_matches_numpy(d, causal):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_tensor_core_attention_has_no_spills_and_no_stack_frame():
-    from tvm_twill.transforms.sass import ptxas_report
+    from tvm_twill.compiler.sass import ptxas_report
 
     for d in (64, 128):
         lines = ptxas_report(_built(d, False)[1], "sm_80")

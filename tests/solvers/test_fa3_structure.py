@@ -8,7 +8,7 @@ statements in program order, one iteration after the other.
 * One consumer group cannot put its exponentials under its own GEMMs (in order, the tensor core waits while
   the group computes its softmax): the tensor core is busy half the time.
 * Two consumer groups taking turns on the tensor core, one turn per GEMM (``with_turns``; what
-  ``transforms.consumer_order`` emits for a body that does not both start and end with a GEMM, the others
+  ``transforms.ws.consumer_order`` emits for a body that does not both start and end with a GEMM, the others
   taking one turn across the back edge, ``model.groups.rotate_turns``), each on a warp role of its own
   (``place_groups``): a smaller ii, and
   exponentials run while the tensor core works on the other group's GEMMs (never the group's own): FA3's

@@ -16,7 +16,7 @@ import tvm_twill.planner.warpspec as warpspec  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.model.pipeline import WS_CONSUMER_ORDER  # noqa: E402
 from tvm_twill.model.protocol import check_ring  # noqa: E402
-from tvm_twill.transforms.ws_lowering import emit_and_check  # noqa: E402
+from tvm_twill.transforms.ws.lowering import emit_and_check  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm  # noqa: E402
 
 from small_graphs import fa_loop as _fa_loop  # noqa: E402
@@ -195,7 +195,7 @@ def test_an_order_the_transform_refuses_falls_back_to_one_group_and_says_why(mon
 def test_a_protocol_too_large_to_check_is_no_kernel(monkeypatch):
     """No verdict, no kernel: the state budget becomes an UnsupportedLoopError (an ordered plan then falls back
     to one group, as above)."""
-    import tvm_twill.transforms.ws_lowering as L
+    import tvm_twill.transforms.ws.lowering as L
     from tvm_twill.errors import InputError
 
     def over_budget(proto):

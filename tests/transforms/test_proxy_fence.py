@@ -18,8 +18,8 @@ import tvm_twill  # noqa: E402
 from tvm_twill.frontend import compile_cuda  # noqa: E402
 from tvm_twill.frontend.ir import T, tirx  # noqa: E402
 from tvm_twill.transforms.proxy_fence import add_proxy_fences, is_proxy_fence  # noqa: E402
-from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
-from tvm_twill.transforms.ws_lowering import WS_PIPELINE, register_pipeline  # noqa: E402
+from tvm_twill.compiler.sass import ptxas_report  # noqa: E402
+from tvm_twill.transforms.ws.lowering import WS_PIPELINE, register_pipeline  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm  # noqa: E402
 
 N = 512

@@ -1,4 +1,4 @@
-"""tvm_twill.transforms.ptxas: ptxas's messages as typed facts (wgmma serialization, injected waits).
+"""tvm_twill.compiler.ptxas: ptxas's messages as typed facts (wgmma serialization, injected waits).
 
 The parser tests read lines as nvcc 13.0 printed them (``nvcc -arch=sm_90a -cubin -Xptxas -v``) for the
 three kernels below; the compile tests rebuild those kernels and are skipped without nvcc.
@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from tvm_twill.errors import ToolchainError
-from tvm_twill.transforms import ptxas as P
-from tvm_twill.transforms.sass import ptxas_report
+from tvm_twill.compiler import ptxas as P
+from tvm_twill.compiler.sass import ptxas_report
 
 # nvcc 13.0 on CALL_BETWEEN (an accumulator passed to a non-inlined call between wgmma and its wait),
 # then on DIVERGENT (the wgmma under a per-thread branch); the register lines are not messages

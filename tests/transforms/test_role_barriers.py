@@ -11,7 +11,7 @@ tvm = pytest.importorskip("tvm")
 from tvm.script import tirx as T
 
 from tvm_twill.frontend.ir import tirx
-from tvm_twill.transforms.role_barriers import mark_role_branch, retarget_barriers
+from tvm_twill.transforms.ws.role_barriers import mark_role_branch, retarget_barriers
 
 WARP = tirx.Var("ws_warp", "int32")
 X = tirx.decl_buffer((64,), "float32", name="X", scope="shared")

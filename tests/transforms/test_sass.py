@@ -1,4 +1,4 @@
-"""tvm_twill.transforms.sass: the role dispatch of a warp-specialized kernel in its SASS.
+"""tvm_twill.compiler.sass: the role dispatch of a warp-specialized kernel in its SASS.
 
 The parser tests run on excerpts written by hand from real ``cuobjdump -sass`` output of the WS GEMM
 (nvcc 13.0, cuobjdump 13.5; addresses renumbered so the excerpts are closed); the end-to-end test needs
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tvm_twill.transforms import sass as S
+from tvm_twill.compiler import sass as S
 
 # sm_90a, emitted kernel: warp index ws_warp = __shfl_sync(..., threadIdx.y, 0, 32); `if (lin == 0)` init;
 # `if (4 <= ws_warp) { setmaxnreg.dec; if (ws_warp == 4) producer } else { setmaxnreg.inc; consumer }`;
@@ -201,7 +201,7 @@ def test_ws_sm90a_kernel_sass_end_to_end(tmp_path):
 
 
 def test_ptxas_report_reads_registers_and_spills(monkeypatch):
-    from tvm_twill.transforms import sass as sass_mod
+    from tvm_twill.compiler import sass as sass_mod
     src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n'
     if shutil.which("nvcc"):
         lines = sass_mod.ptxas_report(src, "sm_80")

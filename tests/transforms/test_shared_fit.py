@@ -55,7 +55,7 @@ import shutil  # noqa: E402
 
 from tvm_twill.frontend import compile_cuda, kernel_info  # noqa: E402
 from tvm_twill.planner.stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, shared_by_scope  # noqa: E402
-from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
+from tvm_twill.compiler.sass import ptxas_report  # noqa: E402
 from tvm_twill.workloads import gemv  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Producer copies as TMA tensor copies or bulk rows (model.tma, transforms.tma_copy; issue #8).
+"""Producer copies as TMA tensor copies or bulk rows (model.tma, transforms.ws.tma_copy; issue #8).
 
 The planner only returns a plan whose replay (``simulate``: TMA's box order and
 swizzle XOR) gives back the exact (global, slot) pairs of the copy nest; these
@@ -132,10 +132,10 @@ def test_emitted_tensor_maps_read_what_the_copy_nest_reads():
     from tvm import tirx
 
     from tvm_twill.frontend.lowering import pipeline_prefix_passes
-    from tvm_twill.transforms import tma_copy
+    from tvm_twill.transforms.ws import tma_copy
     from tvm_twill.transforms import tir_util as U
-    from tvm_twill.transforms import warp_specialize as W
-    from tvm_twill.transforms import ws_roles as R
+    from tvm_twill.transforms.ws import rewrite as W
+    from tvm_twill.transforms.ws import roles as R
     from tvm_twill.workloads import wgmma_gemm
 
     n = 256
@@ -200,10 +200,10 @@ def test_emitted_bulk_rows_copy_what_the_copy_nest_copies():
     from tvm import tirx
 
     from tvm_twill.frontend.lowering import pipeline_prefix_passes
-    from tvm_twill.transforms import tma_copy
+    from tvm_twill.transforms.ws import tma_copy
     from tvm_twill.transforms import tir_util as U
-    from tvm_twill.transforms import warp_specialize as W
-    from tvm_twill.transforms import ws_roles as R
+    from tvm_twill.transforms.ws import rewrite as W
+    from tvm_twill.transforms.ws import roles as R
     from tvm_twill.workloads import tensorcore_gemm
 
     n, depth = 256, 2

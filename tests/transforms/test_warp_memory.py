@@ -18,7 +18,7 @@ from tvm_twill.frontend.ir import tirx, tvm_ffi
 from tvm_twill.transforms import warp_memory
 from tvm_twill.transforms.swp_lowering import register_swp_pipeline
 from tvm_twill.transforms.warp_memory import WarpMemoryError, lower_all_warp_memory, warp_allocations
-from tvm_twill.transforms.ws_lowering import register_pipeline
+from tvm_twill.transforms.ws.lowering import register_pipeline
 
 NO_CSE = {"tirx.disable_cse_tir": True}  # TVM's CSE hides the lane index from LowerWarpMemory
 

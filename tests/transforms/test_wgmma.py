@@ -14,8 +14,8 @@ tvm = pytest.importorskip("tvm")
 
 import tvm_twill  # noqa: E402
 from tvm_twill.transforms.fragments import shrink_thread_fragments  # noqa: E402
-from tvm_twill.transforms.ws_lowering import register_pipeline  # noqa: E402
-from tvm_twill.transforms.wgmma_intrinsics import wgmma_element, wgmma_fragment  # noqa: E402
+from tvm_twill.transforms.ws.lowering import register_pipeline  # noqa: E402
+from tvm_twill.kernels.wgmma_intrinsics import wgmma_element, wgmma_fragment  # noqa: E402
 from tvm_twill.workloads import wgmma_gemm  # noqa: E402
 
 N = 1024
@@ -65,7 +65,7 @@ def test_tensorize_structural_check_accepts_the_schedule():
 
 
 def test_tensorize_rejects_a_mismatched_tile():
-    from tvm_twill.transforms.wgmma_intrinsics import wgmma_intrinsics
+    from tvm_twill.kernels.wgmma_intrinsics import wgmma_intrinsics
     sch, _, _ = wgmma_gemm(256, tensorize=False)
     blk = sch.get_sblock("C_update")
     with pytest.raises(Exception):  # the m64n64 description does not match the 64 x 128 block tile
@@ -188,7 +188,7 @@ def test_ws_consumer_keeps_one_iteration_of_wgmma_groups_in_flight(ws_kernel, tm
 
 def test_ws_overlap_can_be_turned_off(tmp_path):
     from tvm_twill.model.pipeline import WS_WGMMA_OVERLAP
-    from tvm_twill.transforms.ws_lowering import emit_and_check
+    from tvm_twill.transforms.ws.lowering import emit_and_check
     sch, k0, _ = wgmma_gemm(N)
     sch.annotate(k0, WS_WGMMA_OVERLAP, 0)
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
@@ -203,7 +203,7 @@ def test_ws_overlap_can_be_turned_off(tmp_path):
 def test_ws_one_slot_ring_keeps_synchronous_groups():
     """Depth 1 with lag 1 deadlocks (tests/model/test_protocol.py): the transform keeps lag 0."""
     from tvm_twill.model.pipeline import WS_DEPTH
-    from tvm_twill.transforms.ws_lowering import emit_and_check
+    from tvm_twill.transforms.ws.lowering import emit_and_check
     sch, k0, _ = wgmma_gemm(256)
     tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
     sch.unannotate(k0, WS_DEPTH)
@@ -224,7 +224,7 @@ def test_ws_one_slot_ring_keeps_synchronous_groups():
 def test_a_seeded_overlap_bug_in_the_emitted_kernel_is_refused(monkeypatch, field, value, kind):
     import dataclasses
 
-    from tvm_twill.transforms import warp_specialize as W
+    from tvm_twill.transforms.ws import rewrite as W
     real = W.warp_specialize_func
 
     def buggy(func, arch):
@@ -408,7 +408,7 @@ def _descriptor_loop(off, ext, ldo=64, sdo=8, layout=0, extra=None):
 ])
 def test_swizzle_candidates_refuse_what_they_cannot_prove(case, reason):
     from tvm_twill.transforms import tir_util as U
-    from tvm_twill.transforms.wgmma_swizzle import candidates
+    from tvm_twill.transforms.ws.wgmma_swizzle import candidates
     tile, loop = _descriptor_loop(**case)
     ok, why = candidates([loop], [(tile, 4096, 2)], U.uses_var)
     if reason is None:
@@ -449,7 +449,7 @@ def test_a_ring_that_cannot_have_two_slots_is_refused_or_not_chosen():
 def test_swizzle_is_refused_beside_a_transposed_wgmma_operand(trans_b, ok):
     from tvm_twill.frontend.ir import tvm_ffi
     from tvm_twill.transforms import tir_util as U
-    from tvm_twill.transforms.wgmma_swizzle import candidates
+    from tvm_twill.transforms.ws.wgmma_swizzle import candidates
     mmas = []
     tvm_ffi.structural_walk(_flattened(wgmma_gemm(256)[0]).body, [(tvm.ir.expr.Call, lambda c: mmas.append(c) if any(
         getattr(a, "value", None) == "mma_async" for a in c.args) else None)])

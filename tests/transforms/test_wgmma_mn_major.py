@@ -17,7 +17,7 @@ import pycute  # a test dependency (nvidia-cutlass): a missing one fails here, i
 
 from tvm_twill.emulator import encodings as EE  # noqa: E402
 from tvm_twill.frontend.ir import eval_int, tvm_ffi  # noqa: E402
-from tvm_twill.transforms.wgmma_intrinsics import (mn_major_lbo_sbo, mn_major_offset,  # noqa: E402
+from tvm_twill.kernels.wgmma_intrinsics import (mn_major_lbo_sbo, mn_major_offset,  # noqa: E402
                                                    wgmma_fragment_intrinsics)
 
 NS = [16, 64, 128, 256]
@@ -106,7 +106,7 @@ def test_the_registered_intrinsic_reads_and_describes_that_layout(n):
 
 
 def test_the_k_major_intrinsic_is_unchanged():
-    from tvm_twill.transforms.wgmma_intrinsics import wgmma_intrinsics
+    from tvm_twill.kernels.wgmma_intrinsics import wgmma_intrinsics
     ti = tvm.s_tir.TensorIntrin.get(wgmma_intrinsics(64)["mma"])
     load, (vi, vj, vk) = _b_indices(ti.desc)
     idx = [eval_int(e, [(vi, 0), (vj, 9), (vk, 11)]) for e in load.indices]

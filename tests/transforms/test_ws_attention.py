@@ -8,7 +8,7 @@ consumer group; the kernel compiles (rings in the source, 0 spills) and runs on 
 against numpy (fp32 softmax) with zero findings over two interleavings, on two CTAs (head dim 64;
 slow: 128 too, and sm_90a).  With the staged epilogue (O normalised into a shared tile, then stored by
 other threads) the consumers synchronise among themselves after the loop on a named barrier
-(``transforms.role_barriers``); without that barrier the emulator finds the race.
+(``transforms.ws.role_barriers``); without that barrier the emulator finds the race.
 """
 import re
 
@@ -23,7 +23,7 @@ from tvm_twill import emulator  # noqa: E402
 from tvm_twill.api import auto_pipeline  # noqa: E402
 from tvm_twill.frontend.target import parse_target  # noqa: E402
 from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward  # noqa: E402
-from tvm_twill.transforms.sass import ptxas_report  # noqa: E402
+from tvm_twill.compiler.sass import ptxas_report  # noqa: E402
 
 BN = AttentionShape().block_n
 
@@ -150,7 +150,7 @@ def _copy_nest(cond_of):
 
 
 def test_zero_filling_copy_is_a_producer_copy_with_its_condition():
-    from tvm_twill.transforms.ws_roles import parse_copy
+    from tvm_twill.transforms.ws.roles import parse_copy
     nest, x, n, i = _copy_nest(lambda i, v, n: tvm.tirx.floordiv(i * 8 + v, 8) < n)
     c = parse_copy(nest, [x])
     assert c.fill is not None and isinstance(c.store.value, tvm.ir.expr.TensorLoad)
@@ -160,7 +160,7 @@ def test_zero_filling_copy_is_a_producer_copy_with_its_condition():
 
 def test_zero_filling_copy_varying_within_a_vector_is_refused():
     from tvm_twill.errors import UnsupportedLoopError
-    from tvm_twill.transforms.ws_roles import parse_copy
+    from tvm_twill.transforms.ws.roles import parse_copy
     nest, x, _, _ = _copy_nest(lambda i, v, n: i * 8 + v < n)
     with pytest.raises(UnsupportedLoopError, match="condition that varies within a vector"):
         parse_copy(nest, [x])
@@ -175,7 +175,7 @@ def test_a_copys_own_proxy_fence_goes_with_it_and_nothing_else_does():
     from tvm_twill.errors import UnsupportedLoopError
     from tvm_twill.frontend.ir import tirx
     from tvm_twill.transforms.proxy_fence import consumer_fence
-    from tvm_twill.transforms.ws_roles import parse_copy
+    from tvm_twill.transforms.ws.roles import parse_copy
     g = tirx.decl_buffer((64,), "float16", name="G")
     x = tirx.decl_buffer((64,), "float16", name="X", scope="shared")
     i, v = tirx.Var("i", "int32"), tirx.Var("v", "int32")

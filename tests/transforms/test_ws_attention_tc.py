@@ -69,7 +69,7 @@ def _no_stack_frame(s, src, arch):
     """Every mma fragment is one thread's share in the CUDA (``transforms.warp_memory``; TVM's LowerWarpMemory
     alone left all but the first a whole warp's buffer: an 8 KB stack frame at head dim 64) and ptxas reports
     no stack frame and no spills."""
-    from tvm_twill.transforms.sass import ptxas_report
+    from tvm_twill.compiler.sass import ptxas_report
 
     fragments = {name: int(n) for name, n in re.findall(r"\b(\w)_w_ptr\[(\d+)\];", src)}
     d, bn = s.head_dim, s.block_n
@@ -173,7 +173,7 @@ def test_scratch_shared_between_groups_is_not_private():
     from tvm.script import tirx as T
 
     from tvm_twill.frontend.ir import tirx
-    from tvm_twill.transforms.group_scratch import private_scratch
+    from tvm_twill.transforms.ws.group_scratch import private_scratch
     tx = tirx.Var("tx", "int32")
     sh = tirx.decl_buffer((64,), "float32", name="X", scope="shared")
     out = tirx.decl_buffer((64,), "float32", name="Y")
@@ -204,7 +204,7 @@ def test_scratch_proved_private_exactly_where_the_interval_is_too_wide():
     from tvm.script import tirx as T
 
     from tvm_twill.frontend.ir import tirx
-    from tvm_twill.transforms.group_scratch import private_scratch
+    from tvm_twill.transforms.ws.group_scratch import private_scratch
     tx, ty, r, c = (tirx.Var(n, "int32") for n in ("tx", "ty", "r", "c"))
     x = tirx.decl_buffer((256,), "float32", name="X", scope="shared")
     out = tirx.decl_buffer((256,), "float32", name="Y")
@@ -217,7 +217,7 @@ def test_scratch_proved_private_exactly_where_the_interval_is_too_wide():
             out, tirx.BufferLoad(x, [row + c]), [tx])), None)
     ext, tvars = {"threadIdx.x": 64, "threadIdx.y": 2}, {"threadIdx.x": tx, "threadIdx.y": ty}
     assert private_scratch([write], ext, tvars, 2) is None
-    from tvm_twill.transforms import group_scratch
+    from tvm_twill.transforms.ws import group_scratch
     assert group_scratch._spans(x, group_scratch._accesses(write), [
         group_scratch.group_domains(ext, tvars, 64, g) for g in (0, 1)])[0][1] >= 128   # the interval overshoots
     assert private_scratch([write, read(ty * 128 + tx * 8)], ext, tvars, 2) is None

@@ -5,7 +5,7 @@ the KV loop as the warp-specialized kernel runs it (``model.groups``: each group
 order) and finds FA3's ping-pong by itself: one group cannot overlap its softmax with its own GEMMs, two
 groups taking turns on the tensor core can, so the plan has two consumer warp groups (named barriers 1 and
 2) and a producer warp streaming K and V through a cp.async mbarrier ring as deep as the copies' latency
-needs.  Its turn is FA3's look-ahead (``transforms.look_ahead``): a group's turn issues its Q K^T wgmma of
+needs.  Its turn is FA3's look-ahead (``transforms.ws.look_ahead``): a group's turn issues its Q K^T wgmma of
 iteration k and then its P V wgmma of k - 1, left in flight until the softmax writes P, so a group's softmax
 runs under its own P V GEMM as well as under the other group's turn; the last P V takes one more turn after
 the loop.  On the Hopper model the tensor core is busy the whole steady state.
@@ -120,7 +120,7 @@ def test_the_exponentials_of_one_group_run_under_the_other_groups_gemms():
 
 
 def test_the_kernel_takes_its_turns_and_spills_nothing():
-    from tvm_twill.transforms.sass import ptxas_report
+    from tvm_twill.compiler.sass import ptxas_report
 
     _, _, _, src = _ws()
     body = src[src.index("for (int ws_k"):]
@@ -221,8 +221,8 @@ def test_the_compiled_protocol_has_the_look_ahead_turn():
     """Read off the final TIR (``ws_compiled``): the protocol the rewrite emitted, the turn after the loop
     included; a pass after ours that lets the last group pass after the loop, or that releases the last slot
     before the wgmma reading it, gets no kernel."""
-    from tvm_twill.transforms.ws_compiled import read_protocol
-    from tvm_twill.transforms.ws_lowering import ws_passes
+    from tvm_twill.transforms.ws.compiled import read_protocol
+    from tvm_twill.transforms.ws.lowering import ws_passes
 
     s, plan, _, _ = _ws()
     mod = tvm.tirx.transform.BindTarget(tvm.target.Target({"kind": "cuda", "arch": ARCH}).with_host(
@@ -257,7 +257,7 @@ def test_head_dim_64_not_causal_emulates_against_numpy():
 def test_a_refused_look_ahead_falls_back_to_the_turn_across_the_back_edge(monkeypatch):
     """Where the transform refuses the look-ahead turn, the plan applies the turn across the back edge (its
     own schedule and protocol) and says why."""
-    from tvm_twill.transforms import look_ahead
+    from tvm_twill.transforms.ws import look_ahead
     from tvm_twill.transforms.tir_util import ws_fail
 
     def refuse(stmts):
@@ -284,8 +284,8 @@ def _planned_loop():
 
 def _consumer_statements():
     """The KV loop's consumer statements as the warp-specialization pass sees them."""
-    from tvm_twill.transforms import ws_lowering
-    from tvm_twill.transforms.ws_roles import find_ws_loop
+    from tvm_twill.transforms.ws import lowering as ws_lowering
+    from tvm_twill.transforms.ws.roles import find_ws_loop
 
     mod = tvm.tirx.transform.BindTarget(tvm.target.Target({"kind": "cuda", "arch": ARCH}).with_host(
         tvm.target.Target("llvm")))(_planned_loop()[0].mod)
@@ -301,7 +301,7 @@ def test_the_look_ahead_waits_where_the_softmax_first_depends_on_the_in_flight_g
     """The split: S first, O last, between them the softmax; the wait goes before the exponentials (they write
     P, which O reads), after the max; bodies the turn cannot take are refused in one line."""
     from tvm_twill.errors import UnsupportedLoopError
-    from tvm_twill.transforms import look_ahead
+    from tvm_twill.transforms.ws import look_ahead
 
     stmts = _consumer_statements()
     body = look_ahead.split(stmts)
@@ -325,7 +325,7 @@ def test_the_look_ahead_waits_where_the_softmax_first_depends_on_the_in_flight_g
 def test_a_look_ahead_annotation_the_transform_cannot_take_is_refused():
     from tvm_twill.errors import UnsupportedLoopError
     from tvm_twill.model.pipeline import WS_CONSUMER_ORDER, WS_LOOKAHEAD
-    from tvm_twill.transforms.ws_lowering import emit_and_check
+    from tvm_twill.transforms.ws.lowering import emit_and_check
 
     sch, rv = _planned_loop()
     sch.unannotate(rv, WS_LOOKAHEAD)

@@ -1,4 +1,4 @@
-"""The ring protocol is model checked on the kernel as compiled (transforms.ws_compiled), not on the rewrite's facts.
+"""The ring protocol is model checked on the kernel as compiled (transforms.ws.compiled), not on the rewrite's facts.
 
 * the protocol read off the final TIR (after every pass of ``tvm_twill_ws``) is the one the rewrite emitted,
   for the cp.async and TMA rings and the ordered consumer groups;
@@ -14,8 +14,8 @@ tvm_ffi = pytest.importorskip("tvm_ffi")
 import tvm_twill  # noqa: E402
 from tvm_twill.model.pipeline import WS_CONSUMER_ORDER  # noqa: E402
 from tvm_twill.transforms.tir_util import flatten_seq, op_name  # noqa: E402
-from tvm_twill.transforms.ws_compiled import check_compiled, read_protocol  # noqa: E402
-from tvm_twill.transforms.ws_lowering import emit_and_check, ws_passes  # noqa: E402
+from tvm_twill.transforms.ws.compiled import check_compiled, read_protocol  # noqa: E402
+from tvm_twill.transforms.ws.lowering import emit_and_check, ws_passes  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm  # noqa: E402
 
 tirx = tvm.tirx
@@ -128,7 +128,7 @@ def test_a_protocol_broken_after_the_rewrite_is_refused_on_the_final_tir(planned
 def test_tvm_compile_refuses_a_kernel_broken_after_the_rewrite(planned):
     from tvm.tirx import compilation_pipeline as registry
 
-    from tvm_twill.transforms.ws_lowering import _ws_pipeline
+    from tvm_twill.transforms.ws.lowering import _ws_pipeline
 
     def broken():
         _, host, device = _ws_pipeline()

@@ -18,8 +18,8 @@ tvm = pytest.importorskip("tvm")
 import tvm_twill  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
-from tvm_twill.transforms import warp_specialize as W  # noqa: E402
-from tvm_twill.transforms.ws_lowering import (check_role_branches, register_pipeline, verify_role_branches,
+from tvm_twill.transforms.ws import rewrite as W  # noqa: E402
+from tvm_twill.transforms.ws.lowering import (check_role_branches, register_pipeline, verify_role_branches,
                                            ws_passes)  # noqa: E402
 
 tirx = tvm.tirx

@@ -15,11 +15,11 @@ from tvm.script import tirx as T  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend.ir import tvm_ffi  # noqa: E402
 from tvm_twill.model.pipeline import WS_DEPTH  # noqa: E402
-from tvm_twill.transforms.ws_barriers import consumer_loop, producer_loop  # noqa: E402
-from tvm_twill.transforms.ws_copies import rewrite_copies  # noqa: E402
-from tvm_twill.transforms.ws_registers import assign_threads  # noqa: E402
-from tvm_twill.transforms.ws_rings import allocate_rings, remap  # noqa: E402
-from tvm_twill.transforms.ws_roles import find_ws_loop  # noqa: E402
+from tvm_twill.transforms.ws.barriers import consumer_loop, producer_loop  # noqa: E402
+from tvm_twill.transforms.ws.copies import rewrite_copies  # noqa: E402
+from tvm_twill.transforms.ws.registers import assign_threads  # noqa: E402
+from tvm_twill.transforms.ws.rings import allocate_rings, remap  # noqa: E402
+from tvm_twill.transforms.ws.roles import find_ws_loop  # noqa: E402
 
 
 @T.prim_func(s_tir=True)

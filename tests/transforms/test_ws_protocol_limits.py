@@ -19,7 +19,7 @@ from tvm_twill.frontend import read_annotation  # noqa: E402
 from tvm_twill.model import protocol, ring_state  # noqa: E402
 from tvm_twill.model.pipeline import WS_DEPTH  # noqa: E402
 from tvm_twill.model.protocol import RingProtocol, check_ring  # noqa: E402
-from tvm_twill.transforms import ws_lowering  # noqa: E402
+from tvm_twill.transforms.ws import lowering as ws_lowering  # noqa: E402
 
 
 @T.prim_func(s_tir=True)

@@ -23,7 +23,7 @@ from ..compiler import build
 from ..errors import InputError, UnsupportedLoopError
 from ..frontend import parse_target
 from ..frontend.ir import const_int, tirx, tvm
-from ..transforms.ws_lowering import register_pipeline
+from ..transforms.ws.lowering import register_pipeline
 
 __all__ = ["TOLERANCE", "GpuCheck", "verify_on_emulator"]
 

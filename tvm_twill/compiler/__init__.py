@@ -16,7 +16,7 @@ tir_pipeline=plan.tir_pipeline or "default")``.
 
 ``build_checked(mod, target, plan)`` is ``build`` and then ptxas's word on
 the kernel it compiled: with nvcc on PATH it runs ptxas once on the CUDA
-source (``transforms.ptxas.ptxas_output``, the one nvcc call site) and
+source (``compiler.ptxas.ptxas_output``, the one nvcc call site) and
 returns ``(lib, plans)`` with each plan re-priced by what ptxas said
 (``PipelinePlan.with_ptxas``: its messages, and the registers per thread of
 the loop's kernel, which set the prediction's occupancy); without nvcc the
@@ -34,8 +34,8 @@ from ..errors import InputError, ToolchainError
 from ..frontend import ASYNC_COPY_CONFIG, parse_target
 from ..frontend.ir import branches, const_int, tirx, tvm
 from ..transforms.wait_counts import WAITS_PIPELINE
-from ..transforms.ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
-from ..transforms.ws_lowering import WS_PIPELINE, register_pipeline
+from .ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
+from ..transforms.ws.lowering import WS_PIPELINE, register_pipeline
 
 __all__ = ["CheckedBuild", "attach_ptxas", "build", "build_checked", "check_module_carries", "pass_config",
            "pass_context", "plan_tree"]

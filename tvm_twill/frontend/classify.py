@@ -88,7 +88,7 @@ def _mma_flops(call) -> float | None:
 def uses_tensor_core(stmt) -> bool:
     """Does ``stmt`` (any TIR node) issue a tensor-core MMA (mma.sync, wgmma, wmma)?  The same test as the
     ``mma`` class: what the front-end costs on the tensor core is what the warp-specialization transform
-    puts in a turn of ordered consumer groups (``transforms.consumer_order``)."""
+    puts in a turn of ordered consumer groups (``transforms.ws.consumer_order``)."""
     return any(_mma_flops(c) is not None for c in _calls(stmt))
 
 

@@ -7,7 +7,7 @@ that sees no key).  Each thread block computes ``block_m`` query rows of one hea
 warp groups of 128 threads (``threadIdx.x`` the thread of the warp group, ``threadIdx.y`` the group);
 group ``w`` owns rows ``64 w .. 64 w + 63`` (block_m 128: two consumer warp groups, FA3's shape).  Both
 GEMMs are ``wgmma.mma_async`` with both operands in shared memory, tensorized with the intrinsics of
-``transforms.wgmma_intrinsics`` (one synchronous wgmma group per 16 of the reduction):
+``kernels.wgmma_intrinsics`` (one synchronous wgmma group per 16 of the reduction):
 
 * S = Q K^T: m64n{block_n}k16 per 16 of the head dim (``wgmma_intrinsics(block_n)["mma"]``), A = the
   group's Q rows, staged once before the loop, B = the K tile; both K-major core-matrix tiles
@@ -301,7 +301,7 @@ def _indent(text: str) -> str:
 
 def _layouts(sch, s: AttentionShape) -> None:
     """The shared operand tiles into wgmma's core-matrix layouts, the accumulators into the fragment layout."""
-    from ..transforms.wgmma_intrinsics import wgmma_fragment
+    from .wgmma_intrinsics import wgmma_fragment
 
     gr = GROUP_ROWS
 
@@ -321,7 +321,7 @@ def _layouts(sch, s: AttentionShape) -> None:
 
 def _tensorize(sch, s: AttentionShape) -> None:
     """Every 64 x N (x 16) tile nest onto its wgmma intrinsic."""
-    from ..transforms.wgmma_intrinsics import wgmma_fragment_intrinsics, wgmma_intrinsics
+    from .wgmma_intrinsics import wgmma_fragment_intrinsics, wgmma_intrinsics
 
     s_names, o_names = wgmma_intrinsics(s.block_n), wgmma_intrinsics(s.head_dim)
     s_frag, o_frag = wgmma_fragment_intrinsics(s.block_n), wgmma_fragment_intrinsics(s.head_dim)

@@ -46,9 +46,9 @@ so every solver and the independent checker see them as dependences):
   ring's release and wait lies between them.  The graph is retimed so that
   the turn lies in one iteration (``retime``: the last run's ops counted one
   iteration later, which changes no dependence), and the kernel's first
-  and last turns are that turn's halves (``transforms.consumer_order``).
+  and last turns are that turn's halves (``transforms.ws.consumer_order``).
 * ``look_ahead``: the same turn with its GEMMs in the other order, as FA3
-  issues them (``transforms.look_ahead``): a group's turn issues the first
+  issues them (``transforms.ws.look_ahead``): a group's turn issues the first
   run of iteration ``i + 1`` (S) and then the last run of ``i`` (O), which
   stays in flight: the group's next statement starts once O is issued, and
   a statement waits for O only where it depends on it (it overwrites what O

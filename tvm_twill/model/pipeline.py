@@ -25,15 +25,15 @@ ASYNC_STAGES = "software_pipeline_async_stages"
 ANNOTATION_KEYS = (STAGE, ORDER, ASYNC_STAGES)
 
 #: Loop annotation keys of a warp-specialized loop, read by tvm_twill's own pass
-#: (``transforms.warp_specialize``) in the ``tvm_twill_ws`` TIR pipeline: the ring
+#: (``transforms.ws.rewrite``) in the ``tvm_twill_ws`` TIR pipeline: the ring
 #: depth, and the (producer, consumer) per-thread register budgets for setmaxnreg.
 WS_DEPTH = "tvm_twill.ws_depth"
 WS_REGISTERS = "tvm_twill.ws_registers"
 #: The token order of ordered consumer groups (a permutation of 0..G-1; G groups of consumer warps take
-#: turns through named barriers, ``transforms.consumer_order``); absent: one consumer group.
+#: turns through named barriers, ``transforms.ws.consumer_order``); absent: one consumer group.
 WS_CONSUMER_ORDER = "tvm_twill.ws_consumer_order"
 #: 1: ordered wgmma consumer groups take the look-ahead turn (each turn issues the first tensor-core run of
-#: iteration k, then the last run of k - 1 left in flight, ``transforms.look_ahead``); absent or 0: not.
+#: iteration k, then the last run of k - 1 left in flight, ``transforms.ws.look_ahead``); absent or 0: not.
 WS_LOOKAHEAD = "tvm_twill.ws_lookahead"
 WS_KEYS = (WS_DEPTH, WS_REGISTERS, WS_CONSUMER_ORDER, WS_LOOKAHEAD)
 #: Optional (a user's, not written by auto_pipeline): 0 keeps the consumer's wgmma groups synchronous
@@ -42,7 +42,7 @@ WS_KEYS = (WS_DEPTH, WS_REGISTERS, WS_CONSUMER_ORDER, WS_LOOKAHEAD)
 WS_WGMMA_OVERLAP = "tvm_twill.ws_wgmma_overlap"
 #: Optional (a user's): 0 keeps every ring in the consumer's own layout; absent or 1: a ring read only
 #: through wgmma descriptors is stored with TMA's and wgmma's 128-byte swizzle where that is proved
-#: equivalent (``transforms.wgmma_swizzle``).
+#: equivalent (``transforms.ws.wgmma_swizzle``).
 WS_SWIZZLE = "tvm_twill.ws_swizzle"
 
 

@@ -214,7 +214,7 @@ class RingProtocol:
     takes a turn only in iteration 0, the last section passes only in the
     last iteration, and the ring's release and next wait lie inside the turn.
     ``epilogue_turn`` (``order``, ``release_lag`` 1, one section): the look-ahead
-    consumer (``transforms.consumer_order``): the turn goes round once more
+    consumer (``transforms.ws.consumer_order``): the turn goes round once more
     after the loop, each group's turn holding its last in-flight reads' issue
     and wait (the final wait); the pass every group gives in the loop's last
     iteration, and only the last group's epilogue pass is skipped

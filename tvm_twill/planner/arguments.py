@@ -16,7 +16,7 @@ from ..frontend import parse_target
 from ..frontend.ir import s_tir, tirx, tvm
 from ..model import Machine, get_machine
 from ..model.canonical import MAX_TOP_K
-from ..transforms.depth import check_max_stages
+from .depth import check_max_stages
 from .warpspec import WS_CHOICES
 
 __all__ = ["check_call", "check_model", "check_options", "options_of", "seconds"]

@@ -28,7 +28,7 @@ from ..transforms import (
     legality_violations,
     refine,
 )
-from ..transforms.depth import DEFAULT_MAX_STAGES, default_max_stages
+from .depth import DEFAULT_MAX_STAGES, default_max_stages
 
 #: Schedules asked of the solver per annotation wanted (many schedules share an annotation).
 SCHEDULES_PER_ANNOTATION = 4

@@ -71,7 +71,7 @@ def plan_prediction(extraction, schedule, ii_cycles: float, *, smem_bytes: int, 
 
 
 def serialized_ii(extraction, ii_cycles: float) -> float:
-    """The cycles per iteration when ptxas serializes wgmma (``transforms.ptxas``): each wgmma waits for
+    """The cycles per iteration when ptxas serializes wgmma (``compiler.ptxas``): each wgmma waits for
     its own completion, so the warps that issue the loop's compute run its statements back to back: the
     larger of the schedule's ii and the sum of the cycles of every statement that is not an async copy
     (the copy engine's, ``TMA``: cp.async or bulk copies, which still overlap)."""

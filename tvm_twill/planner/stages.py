@@ -3,7 +3,7 @@ shared memory as TVM allocates it (stage distance + 1 versions of each shared bu
 
 ``auto_pipeline`` (``api``) solves a loop, turns the schedule into an annotation, then calls ``fit_shared``:
 ``bound_depth`` re-solves with every pair of dependent statements within ``max_stages`` stages when the
-optimum needs more (``transforms.depth``); ``contiguous_async`` puts each async stage's copies next to each
+optimum needs more (``planner.depth``); ``contiguous_async`` puts each async stage's copies next to each
 other (TVM commits them as one cp.async group); and when TVM's buffer versions of the result exceed the
 block's shared memory (the solver's memory rule counts live values, which the versions can exceed), the
 plans that fit are sought by re-solving with the memory rule tightened and with every smaller stage bound,
@@ -19,7 +19,7 @@ from ..model import Placement, check
 from ..model.pipeline import PipelineAnnotation
 from ..transforms import (annotation_from_schedule, annotation_ii, async_copies_first, async_copies_lead,
                          async_stages_contiguous, buffer_versions, grouped_async_order, legality_violations, refine)
-from ..transforms.depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
+from .depth import DEFAULT_MAX_STAGES, bound_stages, default_max_stages
 
 __all__ = ["DYNAMIC", "FIT_ROUNDS", "STATIC", "STATIC_SMEM_BYTES", "SharedFit", "bound_depth",
            "contiguous_async", "fit_shared", "other_shared", "shared_by_scope", "shared_limits", "shared_memory", "shared_overflow",
@@ -258,7 +258,7 @@ def fit_shared(ex, sched, ann, ms, m, opts, solve):
 
 
 def bound_depth(ex, sched, ann, ms, opts, solve, why=None):
-    """(schedule, annotation, solved graph or None, why this depth) within the stage bound (``transforms.depth``)."""
+    """(schedule, annotation, solved graph or None, why this depth) within the stage bound (``planner.depth``)."""
     cap = opts.max_stages
     why = why or ("max_stages" if cap is not None else
                   f"the default bound min({DEFAULT_MAX_STAGES}, trip count {ex.trips})")
@@ -288,4 +288,4 @@ def bound_depth(ex, sched, ann, ms, opts, solve, why=None):
     return s2, a2, bounded, (
         f"{best} needs {n} stages at II {sched.ii * ex.quantum} cycles; bounded to "
         f"{cap} by {why}: re-solved with every pair of dependent statements within {cap} stages "
-        f"(transforms.depth), {a2.num_stages} stage(s) at II {s2.ii * ex.quantum} cycles")
+        f"(planner.depth), {a2.num_stages} stage(s) at II {s2.ii * ex.quantum} cycles")

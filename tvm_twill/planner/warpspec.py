@@ -19,7 +19,7 @@ passes the checker with each group on a role of its own).
 A specialized loop loses its software-pipeline annotation and gets
 ``tvm_twill.ws_depth`` (and, on sm_90a, ``tvm_twill.ws_registers``; with
 ordered groups ``tvm_twill.ws_consumer_order``);
-``transforms.warp_specialize`` rewrites it during ``tvm.compile(...,
+``transforms.ws.rewrite`` rewrites it during ``tvm.compile(...,
 tir_pipeline=plan.tir_pipeline)``.  Before the plan is returned the
 transform is run on the schedule and the mbarrier protocol it emitted is
 model checked (``model.protocol``); a kernel that fails is never returned.
@@ -41,8 +41,8 @@ from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_lim
 from .roofline import compare_variants, variant_throughput
 from ..transforms import buffer_versions
 from ..transforms.wgmma_overlap import has_wgmma
-from ..transforms.ws_facts import barrier_slots
-from ..transforms.ws_lowering import WS_PIPELINE, emit_and_check, protocol_limits, register_pipeline
+from ..transforms.ws.facts import barrier_slots
+from ..transforms.ws.lowering import WS_PIPELINE, emit_and_check, protocol_limits, register_pipeline
 
 __all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "plan_warp_specialization",
            "register_budgets"]
@@ -83,7 +83,7 @@ class WarpSpecialization:
     groups take turns on, one turn each per iteration (the emitted kernel
     must take as many); ``lookahead``: the turn issues the first run of
     iteration k, then the last run of k - 1 left in flight
-    (``transforms.look_ahead``), and ``no_lookahead`` is the plan with the
+    (``transforms.ws.look_ahead``), and ``no_lookahead`` is the plan with the
     turn across the back edge, applied instead if the transform refuses it;
     ``groups_ii_cycles`` / ``groups_note``: the ii of
     the split and why it was or was not taken; ``one_group``: the plan with
@@ -239,7 +239,7 @@ def _has_wgmma(func) -> bool:
 def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int, q: int):
     """Should the consumer warps of ``func`` run as ``CONSUMER_GROUPS`` ordered groups?  Solves the split
     loop (``model.groups``: ``graph``, in program order, split over the groups, with the round-robin turns of
-    its tensor-core sections, as ``transforms.consumer_order`` emits them) on a machine of one producer and
+    its tensor-core sections, as ``transforms.ws.consumer_order`` emits them) on a machine of one producer and
     that many consumer roles.  Returns ``(order, (schedule, split graph, machine) or None, note, sections,
     plain)``; ``order`` is None unless the ii is smaller than ``one_ii`` (one group's) and the schedule, each
     group on a role of its own, passes the checker.  When a wgmma body's turn spans the back edge and the
@@ -296,7 +296,7 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
 
 
 def _look_ahead(func, split, sections, g, on, gopts, solve, names, opts, ii: int, q: int):
-    """The look-ahead turn (``model.groups.look_ahead``, ``transforms.look_ahead``) of a wgmma body whose one
+    """The look-ahead turn (``model.groups.look_ahead``, ``transforms.ws.look_ahead``) of a wgmma body whose one
     turn spans the back edge: (placed schedule, its graph, the proof note) when its ii is smaller than ``ii``
     (the turn across the back edge) and each group on a role of its own passes the checker, else None."""
     if not _has_wgmma(func):

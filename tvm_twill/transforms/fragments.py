@@ -1,6 +1,6 @@
 """Warp-group register fragments: a ``local`` buffer indexed ``[threadIdx.x, register]`` -> per-thread registers.
 
-The wgmma tensor intrinsics of ``transforms.wgmma_intrinsics`` describe the accumulator as a
+The wgmma tensor intrinsics of ``kernels.wgmma_intrinsics`` describe the accumulator as a
 ``(128, N / 2)`` ``local`` buffer indexed by (thread of the warp group, register), the way TVM's mma
 intrinsics describe theirs as a ``(32, 8)`` ``warp`` buffer.  TVM's LowerWarpMemory shrinks a ``warp``
 buffer to one thread's share, but only when ``threadIdx.x`` spans at most one warp (32 lanes); a warp

@@ -22,7 +22,7 @@ def refine(ann: PipelineAnnotation, graph, machine, ii: int, *, solved=None) -> 
 
     ``graph``: the loop's dependences (legality); ``solved``: the graph the
     schedule was solved on when it carries extra constraints (a stage bound,
-    ``transforms.depth``), on which ``ii`` must still be reached.
+    ``planner.depth``), on which ``ii`` must still be reached.
     """
     kw = {"solved": solved}
     return group_async_copies(prefer_program_order(ann, graph, machine, ii, **kw), graph, machine, ii, **kw)

@@ -1,8 +1,8 @@
 """wgmma groups in flight across iterations of a warp-specialized consumer loop (sm_90a).
 
-The wgmma tensor intrinsic (``transforms.wgmma_intrinsics``) is one synchronous
+The wgmma tensor intrinsic (``kernels.wgmma_intrinsics``) is one synchronous
 group per call: ``wgmma.fence``, ``mma_async``, ``commit_group``,
-``wait_group 0``.  In the consumer loop of ``transforms.warp_specialize``
+``wait_group 0``.  In the consumer loop of ``transforms.ws.rewrite``
 that idles the tensor cores while each group drains, and the consumer
 releases slot ``s`` only after all of its MMAs finished.  This module
 rewrites the consumer to CUTLASS's Hopper mainloop (``release_lag`` 1)::

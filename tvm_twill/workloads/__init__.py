@@ -281,7 +281,7 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True, vector: int
 
     Block tile 64 x ``bn`` (blockIdx.y, blockIdx.x), 128 threads; the outer loop k0 steps K by 64: copies
     of a 64 x 64 tile of A and a ``bn`` x 64 tile of B into ``shared.dyn`` (16-byte vectors, 8 consecutive k)
-    in the core-matrix layout of ``transforms.wgmma_intrinsics`` and the inner loop k1 of 4 ``m64n{bn}k16`` wgmmas
+    in the core-matrix layout of ``kernels.wgmma_intrinsics`` and the inner loop k1 of 4 ``m64n{bn}k16`` wgmmas
     (each operand slice starts 2 core-matrix columns further on).  The accumulator is a ``local``
     (128, bn / 2) fragment per block, zeroed before k0 and stored after it.  ``tensorize=False`` leaves
     the three blocks as plain TIR with the same loops and layouts (the reference the tensorize check
@@ -290,7 +290,7 @@ def wgmma_gemm(n: int = 1024, bn: int = 128, tensorize: bool = True, vector: int
     """
     from tvm import s_tir, te
 
-    from ..transforms.wgmma_intrinsics import WGMMA_BK, WGMMA_BM, WGMMA_K, wgmma_fragment, wgmma_intrinsics
+    from ..kernels.wgmma_intrinsics import WGMMA_BK, WGMMA_BM, WGMMA_K, wgmma_fragment, wgmma_intrinsics
 
     if n % WGMMA_BM or n % bn or n % WGMMA_BK:
         raise InputError(f"n = {n} must be a multiple of 64 and of bn = {bn}")

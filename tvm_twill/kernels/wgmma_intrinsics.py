@@ -5,7 +5,7 @@ with: the wgmma itself, the accumulator's fill and its store.  The accumulator t
 ``(128, bn / 2)`` ``local`` buffer indexed ``[thread, register]`` (``wgmma_fragment`` /
 ``wgmma_element``), which ``transforms.fragments`` shrinks to per-thread registers; the synchronous
 wgmma group each call emits is what ``transforms.wgmma_overlap`` keeps in flight, and the operand
-layout is what ``transforms.wgmma_swizzle`` re-lays.  ``wgmma_fragment_intrinsics(n)`` registers what
+layout is what ``transforms.ws.wgmma_swizzle`` re-lays.  ``wgmma_fragment_intrinsics(n)`` registers what
 ``kernels.attention_wgmma`` needs besides: the wgmma with an MN-major B operand (imm-trans-b = 1: V in
 O += P V), the accumulator rescaled by a factor per row, and its stores to shared memory.  TVM through
 ``frontend.ir`` only.

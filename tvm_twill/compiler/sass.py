@@ -368,7 +368,7 @@ def disassemble(cubin: str | os.PathLike, cuobjdump: str | None = None) -> str:
 
 def ptxas_report(src: str, arch: str) -> list[str] | None:
     """The register, spill and setmaxnreg (C7508) lines of ``nvcc -arch=ARCH -cubin -Xptxas -v`` on CUDA
-    source ``src``, and the wgmma serialization lines (``transforms.ptxas``); None when nvcc is not
+    source ``src``, and the wgmma serialization lines (``compiler.ptxas``); None when nvcc is not
     installed.  Raises ToolchainError (a RuntimeError) when nvcc fails."""
     from .ptxas import ptxas_output
 

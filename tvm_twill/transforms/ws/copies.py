@@ -20,14 +20,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ..frontend.ir import T, const_int, tirx, tvm_ffi
-from ..frontend.ir import substitute as _subst
-from ..model.wgmma_layout import ATOM_BYTES
-from .tir_util import i32, u32
+from ...frontend.ir import T, const_int, tirx, tvm_ffi
+from ...frontend.ir import substitute as _subst
+from ...model.wgmma_layout import ATOM_BYTES
+from ..tir_util import i32, u32
 from .tma_copy import TENSOR_ALIGN, plan_tile_copy
-from .ws_registers import WsThreads
-from .ws_rings import Rings, slot_phase
-from .ws_roles import THREAD_TAGS, WsLoop
+from .registers import WsThreads
+from .rings import Rings, slot_phase
+from .roles import THREAD_TAGS, WsLoop
 
 __all__ = ["ProducerCopies", "rewrite_copies"]
 

@@ -37,11 +37,11 @@ a kernel is compiled only with a protocol that was read and checked.
 """
 from __future__ import annotations
 
-from ..errors import InputError, UnsupportedLoopError
-from ..frontend.ir import const_int, is_shared, scope_of, substitute, tirx, tvm, tvm_ffi
-from ..model.protocol import CheckIncomplete, RingProtocol, check_ring
+from ...errors import InputError, UnsupportedLoopError
+from ...frontend.ir import const_int, is_shared, scope_of, substitute, tirx, tvm, tvm_ffi
+from ...model.protocol import CheckIncomplete, RingProtocol, check_ring
 from .role_barriers import GROUP_BARRIER
-from .tir_util import flatten_seq, op_name, uses_var
+from ..tir_util import flatten_seq, op_name, uses_var
 
 __all__ = ["CHECK_TIME_FACTOR", "check_compiled", "read_protocol", "unchecked_protocol", "verify_compiled_protocol"]
 

@@ -31,9 +31,9 @@ mark removed).
 """
 from __future__ import annotations
 
-from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
-from ..frontend.ir import substitute as _subst
-from .tir_util import op_name
+from ...frontend.ir import T, const_int, tirx, tvm, tvm_ffi
+from ...frontend.ir import substitute as _subst
+from ..tir_util import op_name
 
 __all__ = ["CONSUMER_BARRIER", "GROUP_BARRIER", "ROLE_VAR", "consumer_barriers_pass", "mark_role_branch", "retarget_barriers"]
 

@@ -2,7 +2,7 @@
 
 With the loop annotation ``tvm_twill.ws_consumer_order = [g0, g1, ...]`` (a
 permutation of ``0 .. G-1``, written by ``auto_pipeline`` when the joint
-schedule orders consumer groups, ``model.groups``), ``transforms.warp_specialize``
+schedule orders consumer groups, ``model.groups``), ``transforms.ws.rewrite``
 splits its ``W`` consumer warps into ``G`` groups of ``W / G`` consecutive
 warps (group ``c = warp // (W / G)``, from the shfl-broadcast warp index, so
 warp-uniform) and makes the groups run their sections in the token order
@@ -72,12 +72,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..frontend.classify import uses_tensor_core
-from ..frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
-from ..model.pipeline import WS_CONSUMER_ORDER
+from ...frontend.classify import uses_tensor_core
+from ...frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
+from ...model.pipeline import WS_CONSUMER_ORDER
 from .group_scratch import private_scratch
 from .role_barriers import GROUP_BARRIER
-from .tir_util import op_name, ws_fail
+from ..tir_util import op_name, ws_fail
 
 __all__ = ["FIRST_BARRIER", "Ordering", "neutral", "read_order", "tensor_core_runs"]
 

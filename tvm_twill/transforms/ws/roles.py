@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..frontend.ir import const_int, tirx, tvm, tvm_ffi
-from ..frontend.ir import substitute as _subst
-from ..model.arch import ArchCaps, parse_arch
-from ..model.pipeline import WS_DEPTH, WS_REGISTERS
-from .proxy_fence import is_proxy_fence
-from .tir_util import flatten_seq, i32, path_to, stores, uses_var, ws_fail
+from ...frontend.ir import const_int, tirx, tvm, tvm_ffi
+from ...frontend.ir import substitute as _subst
+from ...model.arch import ArchCaps, parse_arch
+from ...model.pipeline import WS_DEPTH, WS_REGISTERS
+from ..proxy_fence import is_proxy_fence
+from ..tir_util import flatten_seq, i32, path_to, stores, uses_var, ws_fail
 
 __all__ = ["THREAD_TAGS", "Copy", "WsLoop", "find_ws_loop", "parse_copy", "split_roles"]
 

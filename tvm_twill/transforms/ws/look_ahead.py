@@ -48,11 +48,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
-from ..model.pipeline import WS_LOOKAHEAD
-from . import wgmma_overlap as _ov
+from ...frontend.ir import T, const_int, substitute, tirx, tvm, tvm_ffi
+from ...model.pipeline import WS_LOOKAHEAD
+from .. import wgmma_overlap as _ov
 from .consumer_order import neutral, tensor_core_runs
-from .tir_util import op_name, ws_fail
+from ..tir_util import op_name, ws_fail
 
 __all__ = ["LookAheadBody", "emit", "read_flag", "split"]
 

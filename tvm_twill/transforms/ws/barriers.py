@@ -22,19 +22,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..frontend.ir import T, const_int, tirx
-from ..frontend.ir import substitute as _subst
-from ..model.pipeline import WS_CONSUMER_ORDER, WS_LOOKAHEAD, WS_WGMMA_OVERLAP
+from ...frontend.ir import T, const_int, tirx
+from ...frontend.ir import substitute as _subst
+from ...model.pipeline import WS_CONSUMER_ORDER, WS_LOOKAHEAD, WS_WGMMA_OVERLAP
 from . import look_ahead as _la
-from . import wgmma_overlap as _ov
+from .. import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
 from .consumer_order import Ordering, read_order
-from .proxy_fence import consumer_fence
-from .tir_util import i32, u32, ws_fail
-from .ws_copies import ProducerCopies
-from .ws_registers import WsThreads
-from .ws_rings import Rings, loop_flag, remap, slot_phase
-from .ws_roles import WsLoop
+from ..proxy_fence import consumer_fence
+from ..tir_util import i32, u32, ws_fail
+from .copies import ProducerCopies
+from .registers import WsThreads
+from .rings import Rings, loop_flag, remap, slot_phase
+from .roles import WsLoop
 
 __all__ = ["ConsumerLoop", "ProducerLoop", "barrier_init", "consumer_loop", "producer_loop", "wait"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..frontend.ir import T, tirx, tvm
-from .tir_util import i32, ws_fail
-from .ws_roles import THREAD_TAGS, WsLoop
+from ...frontend.ir import T, tirx, tvm
+from ..tir_util import i32, ws_fail
+from .roles import THREAD_TAGS, WsLoop
 
 __all__ = ["WsThreads", "assign_threads", "consumer_role", "launch_bounds", "producer_role"]
 

@@ -29,18 +29,18 @@ from __future__ import annotations
 
 import time
 
-from ..errors import InputError, UnsupportedLoopError
-from ..frontend.ir import splice_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm, walk_stmts
-from ..frontend.target import parse_target
-from ..model.pipeline import WS_DEPTH
-from ..model.protocol import CheckIncomplete, check_limits, check_ring
-from . import warp_specialize as _ws
-from .fragments import shrink_thread_fragments_pass
-from .proxy_fence import proxy_fence_pass
+from ...errors import InputError, UnsupportedLoopError
+from ...frontend.ir import splice_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm, walk_stmts
+from ...frontend.target import parse_target
+from ...model.pipeline import WS_DEPTH
+from ...model.protocol import CheckIncomplete, check_limits, check_ring
+from . import rewrite as _ws
+from ..fragments import shrink_thread_fragments_pass
+from ..proxy_fence import proxy_fence_pass
 from .role_barriers import consumer_barriers_pass
-from .ws_compiled import CHECK_TIME_FACTOR, check_compiled, unchecked_protocol, verify_compiled_protocol
-from .wait_counts import with_wait_guard
-from .warp_memory import finalize_passes
+from .compiled import CHECK_TIME_FACTOR, check_compiled, unchecked_protocol, verify_compiled_protocol
+from ..wait_counts import with_wait_guard
+from ..warp_memory import finalize_passes
 
 __all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "protocol_limits", "register_pipeline",
            "verify_role_branches", "warp_specialize_pass", "ws_passes"]

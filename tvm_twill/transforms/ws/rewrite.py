@@ -11,7 +11,7 @@ own module, each taking and returning frozen values (in data-flow order):
 6. here: the role branch, the grown thread binding, and ``WsKernelFacts`` read off what was emitted.
 
 Runs inside ``tvm.compile`` as a pass of the ``tvm_twill_ws`` TIR pipeline
-(``transforms.ws_lowering``), right after FlattenBuffer: at that point the s_tir
+(``transforms.ws.lowering``), right after FlattenBuffer: at that point the s_tir
 schedule's loops, thread bindings and flat buffers are fixed, software
 pipelines of inner loops are already injected, and nothing has inserted
 synchronisation yet.  It rewrites the one loop that carries the
@@ -61,23 +61,23 @@ checked before ``auto_pipeline`` returns (``ws_lowering.emit_and_check``).
 """
 from __future__ import annotations
 
-from ..frontend.ir import T, const_int, tirx, tvm_ffi
-from ..frontend.ir import substitute as _subst
-from ..model.wgmma_layout import ATOM_BYTES
-from . import wgmma_overlap as _ov
+from ...frontend.ir import T, const_int, tirx, tvm_ffi
+from ...frontend.ir import substitute as _subst
+from ...model.wgmma_layout import ATOM_BYTES
+from .. import wgmma_overlap as _ov
 from . import wgmma_swizzle as _sw
 from .role_barriers import mark_role_branch
-from .tir_util import flatten_seq, i32, path_to, stores, u32, uses_var
-from .ws_barriers import (
+from ..tir_util import flatten_seq, i32, path_to, stores, u32, uses_var
+from .barriers import (
     ConsumerLoop,
     ProducerLoop,
     barrier_init,
     consumer_loop,
     producer_loop,
 )
-from .ws_copies import ProducerCopies, rewrite_copies
-from .ws_facts import WsKernelFacts
-from .ws_registers import (
+from .copies import ProducerCopies, rewrite_copies
+from .facts import WsKernelFacts
+from .registers import (
     WsThreads,
     assign_threads,
     consumer_role,
@@ -85,8 +85,8 @@ from .ws_registers import (
     launch_bounds,
     producer_role,
 )
-from .ws_rings import Rings, allocate_rings
-from .ws_roles import WsLoop, find_ws_loop
+from .rings import Rings, allocate_rings
+from .roles import WsLoop, find_ws_loop
 
 __all__ = ["WsKernelFacts", "warp_specialize_func"]
 

@@ -1,4 +1,4 @@
-"""What ``transforms.warp_specialize`` emitted for one kernel, and its ring protocol for the model checker."""
+"""What ``transforms.ws.rewrite`` emitted for one kernel, and its ring protocol for the model checker."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,7 +61,7 @@ class WsKernelFacts:
 
     def ring_protocol(self):
         """The emitted protocol as the model checker's ``RingProtocol`` (phase flips read off the parities)."""
-        from ..model.protocol import RingProtocol
+        from ...model.protocol import RingProtocol
         n = len(self.producer_parities)
         want = tuple((i // self.depth) % 2 for i in range(n))
         return RingProtocol(depth=self.depth, consumers=self.consumer_threads // 32, tma=self.copy == "bulk",

@@ -20,14 +20,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..frontend.ir import const_int, tirx, tvm, tvm_ffi
-from ..model.pipeline import WS_SWIZZLE
-from ..model.wgmma_layout import ATOM_BYTES
+from ...frontend.ir import const_int, tirx, tvm, tvm_ffi
+from ...model.pipeline import WS_SWIZZLE
+from ...model.wgmma_layout import ATOM_BYTES
 from . import wgmma_swizzle as _sw
-from .tir_util import is_data_of, uses_var, ws_fail
+from ..tir_util import is_data_of, uses_var, ws_fail
 from .tma_copy import TENSOR_ALIGN
-from .ws_facts import barrier_slots
-from .ws_roles import WsLoop
+from .facts import barrier_slots
+from .roles import WsLoop
 
 __all__ = ["Rings", "allocate_rings", "loop_flag", "remap", "slot_phase"]
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..frontend.ir import T, const_int, tirx, tvm, tvm_ffi
-from ..frontend.ir import substitute as _subst
-from ..model.tma import CopyPlan, plan_copy
+from ...frontend.ir import T, const_int, tirx, tvm, tvm_ffi
+from ...frontend.ir import substitute as _subst
+from ...model.tma import CopyPlan, plan_copy
 
 __all__ = ["TensorMapSpec", "TileCopy", "plan_tile_copy"]
 

@@ -24,8 +24,8 @@ import itertools
 
 import numpy as np
 
-from ..frontend.ir import const_int, tirx, tvm, tvm_ffi
-from .tir_util import op_name
+from ...frontend.ir import const_int, tirx, tvm, tvm_ffi
+from ..tir_util import op_name
 
 __all__ = ["ENUMERATE_POINTS", "group_domains", "private_scratch"]
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..frontend.ir import const_int, tirx, tvm, tvm_ffi
-from ..frontend.ir import substitute as _subst
-from ..model.wgmma_layout import ATOM_BYTES, CHUNK, SW128, SwizzledTile
-from .tir_util import is_data_of
+from ...frontend.ir import const_int, tirx, tvm, tvm_ffi
+from ...frontend.ir import substitute as _subst
+from ...model.wgmma_layout import ATOM_BYTES, CHUNK, SW128, SwizzledTile
+from ..tir_util import is_data_of
 
 __all__ = ["ENCODE", "Candidate", "candidates", "describe", "rewrite", "swizzled_start"]
 
