@@ -65,7 +65,7 @@ def variants(arch: str, time_limit: float):
     # the same kernel with its 4 consumer warps as 2 groups taking turns (named barriers, group 1 first):
     # the planner keeps one group here (no gain in the model), so the order is forced, for its numerics
     from tvm_twill.model.pipeline import WS_CONSUMER_ORDER
-    from tvm_twill.transforms.ws.lowering import emit_and_check
+    from tvm_twill.transforms.pipelines import emit_and_check
     sch, k0, k1 = tensorcore_gemm(N)
     plan = tvm_twill.auto_pipeline(sch, [k0, k1], arch, time_limit=time_limit, warp_specialize=True)
     sch.annotate(k0, WS_CONSUMER_ORDER, [1, 0])
@@ -75,7 +75,7 @@ def variants(arch: str, time_limit: float):
     out.append(("auto_nested_ws_ordered", sch, anns, plan.warp_specialization.ii_ws_cycles, plan.tir_pipeline,
                 [m.to_json() for m in facts.tensor_maps], plan))
     if arch == "sm_90a":  # wgmma consumers (B stored N x K: C = A @ B^T), plain and warp-specialized
-        from tvm_twill.transforms.ws.lowering import WS_PIPELINE
+        from tvm_twill.transforms.pipelines import WS_PIPELINE
         from tvm_twill.workloads import wgmma_gemm
         sch, k0, _ = wgmma_gemm(N)
         ev = serial(sch, k0, arch)  # the kernel as compiled: the loop unpipelined

@@ -49,10 +49,9 @@ from .compiler.ptxas import wgmma_serialized
 from .planner.async_copies import all_copies_async, sync_copy_reasons
 from .planner.plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
-from .transforms.ws.lowering import register_pipeline
 from .planner.stages import SharedFit, fit_shared, shared_memory, shared_summary
-from .transforms.swp_lowering import register_swp_pipeline
-from .transforms.wait_counts import guard_loop_waits, guarded_annotations, register_waits_pipeline
+from .transforms.pipelines import SWP_PIPELINE, WAITS_PIPELINE, WS_PIPELINE, register
+from .transforms.wait_counts import guard_loop_waits, guarded_annotations
 from .report.explain import SYMBOLIC_NOTE, explain_plan, schedule_phrase
 from .planner.warpspec import WarpSpecialization, apply_warp_specialization, plan_warp_specialization
 
@@ -179,10 +178,10 @@ class PipelinePlan:
         if ws is not None and self.applied and ws.tir_pipeline:
             return ws.tir_pipeline
         if self.applied and max(self.annotation.stages, default=0) > 0 and self.extraction.trip_count is None:
-            return register_swp_pipeline()
+            return register(SWP_PIPELINE)
         if self.wgmma:
-            return register_pipeline()
-        return register_waits_pipeline() if self.applied and self.tvm_waits else None
+            return register(WS_PIPELINE)
+        return register(WAITS_PIPELINE) if self.applied and self.tvm_waits else None
 
     def __repr__(self) -> str:  # one line (the dataclass repr runs to screens: extraction, graphs, schedules)
         ws = self.warp_specialization

@@ -88,7 +88,7 @@ def _mma_ws(arch: str, ordered: bool):
 def _wgmma(variant: str):
     import tvm_twill
     from tvm_twill.model.pipeline import WS_SWIZZLE
-    from tvm_twill.transforms.ws.lowering import WS_PIPELINE
+    from tvm_twill.transforms.pipelines import WS_PIPELINE
     from tvm_twill.workloads import wgmma_gemm
 
     sch, k0, _ = wgmma_gemm(WGMMA_N)

@@ -89,7 +89,7 @@ def _fragments(src) -> dict:
 def test_planned_tensor_core_attention_compiles_and_matches_numpy(arch, d, causal):
     _, _, plan, _, src = _planned(arch, d, causal)
     ann = plan.annotation
-    assert plan.applied and ann.async_stages and plan.tir_pipeline == swp_lowering.SWP_PIPELINE
+    assert plan.applied and ann.async_stages and plan.tir_pipeline == 'tvm_twill_swp'
     assert max(ann.stages[:2]) in ann.async_stages and max(ann.stages[:2]) < min(ann.stages[2:])
     assert re.search(r"cp\.async\.cg\.shared\.global", src) and "cp.async.commit_group" in src
     assert re.search(r"cp\.async\.wait_group [1-9]", src) and "cp.async.wait_group 0" in src

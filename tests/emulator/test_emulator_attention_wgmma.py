@@ -30,7 +30,6 @@ from tvm_twill.errors import InputError
 from tvm_twill.frontend import extract_loop
 from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward_wgmma
 from tvm_twill.kernels.attention_wgmma import WGMMA_PASS_CONFIG
-from tvm_twill.transforms import swp_lowering
 from tvm_twill.compiler.sass import ptxas_report
 
 ARCH = "sm_90a"
@@ -123,7 +122,7 @@ PLANNED = [(64, True, 64), (128, True, 128), (64, False, 128), (128, False, 64)]
 def test_planned_wgmma_attention_compiles_and_matches_numpy(d, causal, bm):
     plan, f, src = _planned(d, causal, bm)
     ann, bn = plan.annotation, BLOCK_N[d]
-    assert plan.applied and plan.wgmma and plan.tir_pipeline == swp_lowering.SWP_PIPELINE
+    assert plan.applied and plan.wgmma and plan.tir_pipeline == 'tvm_twill_swp'
     # the loads run ahead of the GEMMs, K's as cp.async; V's too unless the plan says why not (at d 64, block_n
     # 64 and one group the model finds no II with both in one async stage: TVM waits on one stage a statement)
     assert "K_load" in plan.async_copies and set(plan.async_copies) | {c for c, _ in plan.sync_copies} == \

@@ -38,7 +38,7 @@ from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.transforms import apply_annotation, legality_violations  # noqa: E402
-from tvm_twill.transforms.swp_lowering import register_swp_pipeline  # noqa: E402
+from tvm_twill.transforms.pipelines import SWP_PIPELINE, register  # noqa: E402
 
 D, Q_LEN, TILE = 64, 32, 32
 
@@ -262,7 +262,7 @@ def _built_tree():
                              ())
     assert ex.refusal is None and legality_violations(ann, ex.graph) == []
     apply_annotation(sch, resolve_loop(sch, "iterator").rv, ann)
-    f, _ = compile_cuda(sch, "sm_80", tir_pipeline=register_swp_pipeline())
+    f, _ = compile_cuda(sch, "sm_80", tir_pipeline=register(SWP_PIPELINE))
     return ann, f, unpipelined
 
 

@@ -30,8 +30,8 @@ def _kernels():
 def _build(name):
     mod, arch, pipeline = _kernels()[name]()
     if pipeline == "tvm_twill_ws":
-        from tvm_twill.transforms.ws.lowering import register_pipeline
-        register_pipeline()
+        from tvm_twill.transforms.pipelines import WS_PIPELINE, register
+        register(WS_PIPELINE)
     return compile_module(mod, arch, pipeline, async_copy=True)
 
 

@@ -37,7 +37,8 @@ from tvm_twill.frontend import compile_cuda, extract_loop, resolve_loop
 from tvm_twill.model import get_machine
 from tvm_twill.model.pipeline import ORDER, STAGE, PipelineAnnotation
 from tvm_twill.transforms import apply_annotation, async_waits, legality_violations
-from tvm_twill.transforms.wait_counts import guard_loop_waits, register_waits_pipeline
+from tvm_twill.transforms.wait_counts import guard_loop_waits
+from tvm_twill.transforms.pipelines import WAITS_PIPELINE, register
 from tvm_twill.workloads import tensorcore_gemm
 
 N = 4096
@@ -101,7 +102,7 @@ def test_guarded_copy_loops_run_race_free(case):
     assert control.ok, str(control)
     assert control_right
     event("the guard lowers TVM's counts" if pairs else "TVM's counts kept")
-    report, right = _emulate(spec, *compile_cuda(sch, "sm_80", tir_pipeline=register_waits_pipeline()))
+    report, right = _emulate(spec, *compile_cuda(sch, "sm_80", tir_pipeline=register(WAITS_PIPELINE)))
     assert report.ok, str(report)
     assert right
     # the same module through TVM's default pipeline, as a plain tvm.compile or MetaSchedule's builder compiles

@@ -29,9 +29,9 @@ FENCE_LINE = re.compile(r"\n[^\n]*fence\.proxy\.async[^\n]*")
 
 @pytest.fixture(scope="module")
 def plain():
-    from tvm_twill.transforms.ws.lowering import WS_PIPELINE, register_pipeline
+    from tvm_twill.transforms.pipelines import WS_PIPELINE, register
     from tvm_twill.workloads import wgmma_gemm
-    register_pipeline()
+    register(WS_PIPELINE)
     sch, _, _ = wgmma_gemm(N)
     f = compile_module(sch.mod, "sm_90a", WS_PIPELINE, async_copy=True)
     return f, f.mod.imports[0].inspect_source()

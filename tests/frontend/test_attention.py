@@ -24,7 +24,8 @@ from tvm_twill.frontend.lowering import compile_cuda  # noqa: E402
 from tvm_twill.kernels import KV_LOOP, AttentionShape, attention_reference, fa_forward  # noqa: E402
 from tvm_twill.transforms import apply_annotation  # noqa: E402
 from tvm_twill.compiler.sass import ptxas_report  # noqa: E402
-from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, constant_async_waits  # noqa: E402
+from tvm_twill.transforms.pipelines import SWP_PIPELINE  # noqa: E402
+from tvm_twill.transforms.swp_lowering import constant_async_waits  # noqa: E402
 
 BN = AttentionShape().block_n
 

@@ -41,9 +41,9 @@ from tvm_twill.frontend.lowering import compile_cuda, inject_pipeline  # noqa: E
 from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.transforms import apply_annotation, legality_violations, let_hoist  # noqa: E402
-from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, register_swp_pipeline  # noqa: E402
+from tvm_twill.transforms.pipelines import SWP_PIPELINE, register  # noqa: E402
 
-register_swp_pipeline()
+register(SWP_PIPELINE)
 
 LLM = "tvm.relax.frontend.nn.llm"
 #: kind -> the refusal of a kernel that binds a let TVM keeps (the KV base read from kv_indptr, a rescale factor)

@@ -26,9 +26,10 @@ from tvm_twill.frontend.loops import resolve_loop  # noqa: E402
 from tvm_twill.frontend.lowering import compile_cuda  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.transforms import apply_annotation  # noqa: E402
-from tvm_twill.transforms.swp_lowering import SWP_PIPELINE, register_swp_pipeline, uniform_guard_loops  # noqa: E402
+from tvm_twill.transforms.pipelines import SWP_PIPELINE, register  # noqa: E402
+from tvm_twill.transforms.swp_lowering import uniform_guard_loops  # noqa: E402
 
-register_swp_pipeline()
+register(SWP_PIPELINE)
 
 
 def _guard_loops(func) -> int:

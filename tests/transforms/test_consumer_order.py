@@ -16,7 +16,7 @@ import tvm_twill.planner.warpspec as warpspec  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.model.pipeline import WS_CONSUMER_ORDER  # noqa: E402
 from tvm_twill.model.protocol import check_ring  # noqa: E402
-from tvm_twill.transforms.ws.lowering import emit_and_check  # noqa: E402
+from tvm_twill.transforms.pipelines import emit_and_check  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm  # noqa: E402
 
 from small_graphs import fa_loop as _fa_loop  # noqa: E402

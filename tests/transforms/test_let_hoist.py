@@ -21,7 +21,7 @@ from tvm_twill.frontend.lowering import lower_to_pipeline  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.transforms import apply_annotation  # noqa: E402
 from tvm_twill.transforms.let_hoist import hoist_invariant_lets  # noqa: E402
-from tvm_twill.transforms.swp_lowering import register_swp_pipeline  # noqa: E402
+from tvm_twill.transforms.pipelines import SWP_PIPELINE, register  # noqa: E402
 
 
 # a read-only global: invariant
@@ -188,6 +188,6 @@ def test_a_pipelined_loop_with_an_invariant_let_computes_what_the_loop_does(name
     mod = _pipelined(INVARIANT[name])
     with pytest.raises(Exception, match="base"):  # TVM's own pipeline: the let undefined under other guards
         _run(mod, 5, "default")
-    swp = register_swp_pipeline()
+    swp = register(SWP_PIPELINE)
     for n in (0, 1, 2, 5):  # trip counts 0, 1, 2 (the stage count), a longer one
         assert np.array_equal(_run(mod, n, swp), _run(INVARIANT[name], n, "default"))

@@ -19,7 +19,7 @@ from tvm_twill.frontend import compile_cuda  # noqa: E402
 from tvm_twill.frontend.ir import T, tirx  # noqa: E402
 from tvm_twill.transforms.proxy_fence import add_proxy_fences, is_proxy_fence  # noqa: E402
 from tvm_twill.compiler.sass import ptxas_report  # noqa: E402
-from tvm_twill.transforms.ws.lowering import WS_PIPELINE, register_pipeline  # noqa: E402
+from tvm_twill.transforms.pipelines import WS_PIPELINE, register  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm, wgmma_gemm  # noqa: E402
 
 N = 512
@@ -67,7 +67,7 @@ def _swp_source():
 def test_plain_wgmma_kernel_fences_its_stores_before_the_barrier_before_the_wgmma():
     # bench/gemm_gpu.py's wgmma_plain: st.shared of both tiles, __syncthreads, wgmma from descriptors
     sch, _, _ = wgmma_gemm(N)
-    src = compile_cuda(sch, "sm_90a", tir_pipeline=register_pipeline())[1]
+    src = compile_cuda(sch, "sm_90a", tir_pipeline=register(WS_PIPELINE))[1]
     lines = _body(src)
     (f,) = [i for i, ln in enumerate(lines) if ln == FENCE]   # one, in the k loop
     last_store = max(i for i, ln in enumerate(lines[:f]) if STORE.match(ln))

@@ -23,8 +23,8 @@ from tvm_twill.errors import InputError, WaitCountError  # noqa: E402
 from tvm_twill.frontend import compile_cuda, extract_loop, resolve_loop  # noqa: E402
 from tvm_twill.model.pipeline import PipelineAnnotation  # noqa: E402
 from tvm_twill.transforms import apply_annotation, async_waits, legality_violations  # noqa: E402
-from tvm_twill.transforms.wait_counts import (WAITS_PIPELINE, TvmWait, guard_loop_waits,  # noqa: E402
-                                              register_waits_pipeline)
+from tvm_twill.transforms.wait_counts import TvmWait, guard_loop_waits  # noqa: E402
+from tvm_twill.transforms.pipelines import WAITS_PIPELINE, register  # noqa: E402
 
 _WAIT = re.compile(r"cp_async_wait_group\w*?_(\d+)\(\);")
 
@@ -62,7 +62,7 @@ def test_compiled_waits_never_exceed_the_computed_counts(case):
         event(f"TVM refuses: {str(err).splitlines()[-1][:60]}")
         assume(False)
     expected = [w.in_flight for w in async_waits(ann, ex.graph, ex.trip_count, keep_redundant=True)]
-    _, src = compile_cuda(sch, "sm_80", tir_pipeline=register_waits_pipeline())
+    _, src = compile_cuda(sch, "sm_80", tir_pipeline=register(WAITS_PIPELINE))
     got = emitted_waits(src)
     event("TVM's counts too large: lowered" if pairs else "TVM's counts safe" if expected else "no waits")
     assert len(got) == len(expected), (got, expected)

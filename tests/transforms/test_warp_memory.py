@@ -16,9 +16,8 @@ from tvm.script import tirx as T
 
 from tvm_twill.frontend.ir import tirx, tvm_ffi
 from tvm_twill.transforms import warp_memory
-from tvm_twill.transforms.swp_lowering import register_swp_pipeline
+from tvm_twill.transforms.pipelines import SWP_PIPELINE, WS_PIPELINE, register
 from tvm_twill.transforms.warp_memory import WarpMemoryError, lower_all_warp_memory, warp_allocations
-from tvm_twill.transforms.ws.lowering import register_pipeline
 
 NO_CSE = {"tirx.disable_cse_tir": True}  # TVM's CSE hides the lane index from LowerWarpMemory
 
@@ -142,9 +141,9 @@ def test_a_run_that_lowers_nothing_is_an_error(monkeypatch):
 @pytest.mark.parametrize("pipeline", ["default", "tvm_twill_swp", "tvm_twill_ws"])
 def test_the_packages_pipelines_keep_every_fragment_in_one_threads_registers(pipeline):
     if pipeline == "tvm_twill_swp":
-        register_swp_pipeline()
+        register(SWP_PIPELINE)
     elif pipeline == "tvm_twill_ws":
-        register_pipeline()
+        register(WS_PIPELINE)
     with tvm.transform.PassContext(config=NO_CSE):
         lib = tvm.compile(tvm.IRModule({"main": two_fragments}), target={"kind": "cuda", "arch": "sm_80"},
                           tir_pipeline=pipeline)

@@ -19,7 +19,7 @@ from tvm_twill.frontend import read_annotation  # noqa: E402
 from tvm_twill.model.pipeline import WS_DEPTH, WS_REGISTERS  # noqa: E402
 from tvm_twill.model.protocol import check_ring  # noqa: E402
 from tvm_twill.transforms.ws import rewrite as W  # noqa: E402
-from tvm_twill.transforms.ws.lowering import WS_PIPELINE  # noqa: E402
+from tvm_twill.transforms.pipelines import WS_PIPELINE  # noqa: E402
 from tvm_twill.planner.warpspec import register_budgets  # noqa: E402
 
 N = 1024  # TVM's tensor-core GEMM schedule (its tiles, guarded at this size)

@@ -14,7 +14,7 @@ tvm = pytest.importorskip("tvm")
 
 import tvm_twill  # noqa: E402
 from tvm_twill.transforms.fragments import shrink_thread_fragments  # noqa: E402
-from tvm_twill.transforms.ws.lowering import register_pipeline  # noqa: E402
+from tvm_twill.transforms.pipelines import WS_PIPELINE, register  # noqa: E402
 from tvm_twill.kernels.wgmma_intrinsics import wgmma_element, wgmma_fragment  # noqa: E402
 from tvm_twill.workloads import wgmma_gemm  # noqa: E402
 
@@ -75,7 +75,7 @@ def test_tensorize_rejects_a_mismatched_tile():
 @pytest.fixture(scope="module")
 def plain_source():
     sch, _, _ = wgmma_gemm(N)
-    return _compile(sch, register_pipeline())
+    return _compile(sch, register(WS_PIPELINE))
 
 
 def test_plain_kernel_has_wgmma_and_per_thread_accumulators(plain_source, tmp_path):
@@ -188,7 +188,7 @@ def test_ws_consumer_keeps_one_iteration_of_wgmma_groups_in_flight(ws_kernel, tm
 
 def test_ws_overlap_can_be_turned_off(tmp_path):
     from tvm_twill.model.pipeline import WS_WGMMA_OVERLAP
-    from tvm_twill.transforms.ws.lowering import emit_and_check
+    from tvm_twill.transforms.pipelines import emit_and_check
     sch, k0, _ = wgmma_gemm(N)
     sch.annotate(k0, WS_WGMMA_OVERLAP, 0)
     plan = tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
@@ -203,7 +203,7 @@ def test_ws_overlap_can_be_turned_off(tmp_path):
 def test_ws_one_slot_ring_keeps_synchronous_groups():
     """Depth 1 with lag 1 deadlocks (tests/model/test_protocol.py): the transform keeps lag 0."""
     from tvm_twill.model.pipeline import WS_DEPTH
-    from tvm_twill.transforms.ws.lowering import emit_and_check
+    from tvm_twill.transforms.pipelines import emit_and_check
     sch, k0, _ = wgmma_gemm(256)
     tvm_twill.auto_pipeline(sch, [k0], "sm_90a", warp_specialize=True)
     sch.unannotate(k0, WS_DEPTH)

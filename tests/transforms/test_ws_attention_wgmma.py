@@ -222,13 +222,13 @@ def test_the_compiled_protocol_has_the_look_ahead_turn():
     included; a pass after ours that lets the last group pass after the loop, or that releases the last slot
     before the wgmma reading it, gets no kernel."""
     from tvm_twill.transforms.ws.compiled import read_protocol
-    from tvm_twill.transforms.ws.lowering import ws_passes
+    from tvm_twill.transforms.pipelines import ws_passes
 
     s, plan, _, _ = _ws()
     mod = tvm.tirx.transform.BindTarget(tvm.target.Target({"kind": "cuda", "arch": ARCH}).with_host(
         tvm.target.Target("llvm")))(_MODS[128, True])
     with tvm.transform.PassContext(config={**WGMMA_PASS_CONFIG, "tirx.use_async_copy": 1}):
-        passes = ws_passes()
+        passes = ws_passes().all()
         final = tvm.transform.Sequential(passes)(mod)
         (proto,) = [read_protocol(f) for _, f in final.functions_items() if isinstance(f, tvm.tirx.PrimFunc)
                     and read_protocol(f) is not None]
@@ -284,14 +284,13 @@ def _planned_loop():
 
 def _consumer_statements():
     """The KV loop's consumer statements as the warp-specialization pass sees them."""
-    from tvm_twill.transforms.ws import lowering as ws_lowering
+    from tvm_twill.transforms.pipelines import ws_passes
     from tvm_twill.transforms.ws.roles import find_ws_loop
 
     mod = tvm.tirx.transform.BindTarget(tvm.target.Target({"kind": "cuda", "arch": ARCH}).with_host(
         tvm.target.Target("llvm")))(_planned_loop()[0].mod)
     with tvm.transform.PassContext(config={**WGMMA_PASS_CONFIG, "tirx.use_async_copy": 1}):
-        passes = ws_lowering.ws_passes()
-        pre = tvm.transform.Sequential(passes[:passes.index(ws_lowering.warp_specialize_pass)])(mod)
+        pre = tvm.transform.Sequential(ws_passes().to_rewrite)(mod)
     (ws,) = [find_ws_loop(f, ARCH) for _, f in pre.functions_items() if isinstance(f, tvm.tirx.PrimFunc)
              and find_ws_loop(f, ARCH) is not None]
     return list(ws.consumer)
@@ -325,7 +324,7 @@ def test_the_look_ahead_waits_where_the_softmax_first_depends_on_the_in_flight_g
 def test_a_look_ahead_annotation_the_transform_cannot_take_is_refused():
     from tvm_twill.errors import UnsupportedLoopError
     from tvm_twill.model.pipeline import WS_CONSUMER_ORDER, WS_LOOKAHEAD
-    from tvm_twill.transforms.ws.lowering import emit_and_check
+    from tvm_twill.transforms.pipelines import emit_and_check
 
     sch, rv = _planned_loop()
     sch.unannotate(rv, WS_LOOKAHEAD)

@@ -15,7 +15,7 @@ import tvm_twill  # noqa: E402
 from tvm_twill.model.pipeline import WS_CONSUMER_ORDER  # noqa: E402
 from tvm_twill.transforms.tir_util import flatten_seq, op_name  # noqa: E402
 from tvm_twill.transforms.ws.compiled import check_compiled, read_protocol  # noqa: E402
-from tvm_twill.transforms.ws.lowering import emit_and_check, ws_passes  # noqa: E402
+from tvm_twill.transforms.pipelines import emit_and_check, ws_passes  # noqa: E402
 from tvm_twill.workloads import tensorcore_gemm  # noqa: E402
 
 tirx = tvm.tirx
@@ -42,8 +42,8 @@ def _final(mod, arch: str, extra=()):
     mod = tirx.transform.BindTarget(tvm.target.Target({"kind": "cuda", "arch": arch}).with_host(
         tvm.target.Target("llvm")))(mod)
     with tvm.transform.PassContext(config=CONFIG):
-        passes = ws_passes()
-        return tvm.transform.Sequential(passes[:-2] + list(extra) + passes[-2:])(mod)
+        parts = ws_passes()
+        return tvm.transform.Sequential(parts.to_rewrite + parts.rewrite_on + list(extra) + parts.checks)(mod)
 
 
 def _protocols(mod):
@@ -128,15 +128,16 @@ def test_a_protocol_broken_after_the_rewrite_is_refused_on_the_final_tir(planned
 def test_tvm_compile_refuses_a_kernel_broken_after_the_rewrite(planned):
     from tvm.tirx import compilation_pipeline as registry
 
-    from tvm_twill.transforms.ws.lowering import _ws_pipeline
+    from tvm_twill.transforms.pipelines import PIPELINES, WS_PIPELINE
 
     def broken():
-        _, host, device = _ws_pipeline()
+        _, host, device = PIPELINES[WS_PIPELINE]()
 
         @tvm.transform.module_pass(opt_level=0)
         def with_break(mod, _ctx):
-            passes = ws_passes()
-            return tvm.transform.Sequential(passes[:-2] + [_release_before_the_reads()] + passes[-2:])(mod)
+            parts = ws_passes()
+            return tvm.transform.Sequential(parts.to_rewrite + parts.rewrite_on + [_release_before_the_reads()]
+                                            + parts.checks)(mod)
         return with_break, host, device
     if "tvm_twill_test_broken" not in registry.PIPELINE_MAP:
         registry.register_tir_pipeline("tvm_twill_test_broken", broken)

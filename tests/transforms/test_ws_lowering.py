@@ -19,8 +19,8 @@ import tvm_twill  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.transforms.ws import rewrite as W  # noqa: E402
-from tvm_twill.transforms.ws.lowering import (check_role_branches, register_pipeline, verify_role_branches,
-                                           ws_passes)  # noqa: E402
+from tvm_twill.transforms.ws.lowering import check_role_branches, verify_role_branches  # noqa: E402
+from tvm_twill.transforms.pipelines import WS_PIPELINE, register, ws_passes  # noqa: E402
 
 tirx = tvm.tirx
 
@@ -29,7 +29,7 @@ SPLICED = ["TwillShrinkThreadFragments", "TwillWarpSpecialize"]
 
 def _compiled_pass_names(config, pipeline):
     """The pass names ``tvm.compile`` runs for a small CUDA kernel with ``pipeline``, from the first pass of
-    the s_tir list to the last one before the finalization passes (recorded by a pass instrument)."""
+    the pipeline's list to the last one before the finalization passes (recorded by a pass instrument)."""
     seen = []
 
     @tvm.instrument.pass_instrument
@@ -47,9 +47,9 @@ def _compiled_pass_names(config, pipeline):
     with tvm.transform.PassContext(config=config, instruments=[Record()]):
         tvm.compile(tvm.IRModule({"main": f}), target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}),
                     tir_pipeline=pipeline)
-    first = seen.index("s_tir.CanonicalizeLoop")
+    first = seen.index("TwillDropPlainFences" if "TwillDropPlainFences" in seen else "s_tir.CanonicalizeLoop")
     last = max(i for i, n in enumerate(seen) if n in ("tirx.BF16StorageLegalize", "TwillCheckCompiledProtocol"))
-    return [n for n in seen[first:last + 1] if n not in ("_pipeline", "sequential")]
+    return [n for n in seen[first:last + 1] if n not in ("_pipeline", "_run", "sequential")]
 
 
 @pytest.mark.parametrize("config", [{}, {"tirx.use_async_copy": 1}, {"tirx.instrument_bound_checkers": True},
@@ -57,8 +57,8 @@ def _compiled_pass_names(config, pipeline):
                                     {"tirx.disable_cse_tir": True, "tirx.disable_storage_rewrite": True}])
 def test_pass_names_are_tvms_with_the_rewrite_spliced_in(config):
     with tvm.transform.PassContext(config=config):
-        listed = [p.info.name for p in ws_passes()]
-    ours = _compiled_pass_names(config, register_pipeline())
+        listed = [p.info.name for p in ws_passes().all()]
+    ours = _compiled_pass_names(config, register(WS_PIPELINE))
     stock = _compiled_pass_names(config, "s_tir")
     k = stock.index("s_tir.InjectSoftwarePipeline")  # the cp.async wait-count guard around it (wait_counts)
     stock = stock[:k] + ["TwillMarkExpectedAsyncWaits", stock[k], "TwillExactAsyncWaits"] + stock[k + 1:]
@@ -66,7 +66,7 @@ def test_pass_names_are_tvms_with_the_rewrite_spliced_in(config):
     stock = stock[:f] + ["TwillConsumerBarriers"] + stock[f:]
     i = stock.index("tirx.FlattenBuffer") + 1
     j = stock.index("s_tir.MergeSharedMemoryAllocations")
-    assert ours == stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches",
+    assert ours == ["TwillDropPlainFences"] + stock[:i] + SPLICED + stock[i:j] + ["TwillProxyFence"] + stock[j:] + ["TwillVerifyRoleBranches",
                                                                                    "TwillCheckCompiledProtocol"]
     it = iter(ours)  # what ws_passes lists is what ran (composite passes also show their inner passes)
     assert all(name in it for name in listed)

@@ -23,7 +23,7 @@ from ..compiler import build
 from ..errors import InputError, UnsupportedLoopError
 from ..frontend import parse_target
 from ..frontend.ir import const_int, tirx, tvm
-from ..transforms.ws.lowering import register_pipeline
+from ..transforms.pipelines import WS_PIPELINE, register
 
 __all__ = ["TOLERANCE", "GpuCheck", "verify_on_emulator"]
 
@@ -101,7 +101,7 @@ def _compare(params, ref, got) -> tuple[float, list]:
 
 
 def _compile_original(plan, target):
-    pipeline = register_pipeline() if plan.wgmma else "default"
+    pipeline = register(WS_PIPELINE) if plan.wgmma else "default"
     return tvm.compile(plan.source, target=target, tir_pipeline=pipeline)
 
 

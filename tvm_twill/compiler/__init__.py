@@ -33,9 +33,8 @@ from typing import NamedTuple
 from ..errors import InputError, ToolchainError
 from ..frontend import ASYNC_COPY_CONFIG, parse_target
 from ..frontend.ir import branches, const_int, tirx, tvm
-from ..transforms.wait_counts import WAITS_PIPELINE
 from .ptxas import find_nvcc, kernel_registers, parse_ptxas, ptxas_output
-from ..transforms.ws.lowering import WS_PIPELINE, register_pipeline
+from ..transforms.pipelines import WAITS_PIPELINE, WS_PIPELINE, register
 
 __all__ = ["CheckedBuild", "attach_ptxas", "build", "build_checked", "check_module_carries", "pass_config",
            "pass_context", "plan_tree"]
@@ -141,7 +140,7 @@ def build(mod, target, plans=None):
     check_module_carries(mod, plans)
     pipeline = _tir_pipeline(plans)
     if pipeline == WS_PIPELINE:
-        register_pipeline()
+        register(WS_PIPELINE)
     with pass_context(plans):
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline or "default")
 

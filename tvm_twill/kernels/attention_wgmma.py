@@ -336,6 +336,7 @@ def fa_forward_wgmma(shape: AttentionShape | None = None, *, tensorize: bool = T
     """The wgmma attention forward of ``shape`` (or ``AttentionShape(**kw)``) as an IRModule (tensorized
     unless ``tensorize=False``); see the module docstring.  ``InputError`` for a shape that does not tile."""
     from ..frontend.ir import tvm
+    from ..frontend.plain_fences import drop_plain_fences
 
     s = shape if shape is not None else AttentionShape(**kw)
     wgmma_shape_check(s)
@@ -344,4 +345,6 @@ def fa_forward_wgmma(shape: AttentionShape | None = None, *, tensorize: bool = T
     _layouts(sch, s)
     if tensorize:
         _tensorize(sch, s)
+        # the script places its own proxy fences, for every build: the intrinsics' plain-build ones are not needed
+        return tvm.IRModule({"main": drop_plain_fences(sch.mod["main"])})
     return sch.mod

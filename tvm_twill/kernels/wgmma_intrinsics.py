@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..frontend.ir import T, s_tir
+from ..frontend.plain_fences import PLAIN_FENCE
 
 __all__ = ["WGMMA_BK", "WGMMA_BM", "WGMMA_K", "mn_major_lbo_sbo", "mn_major_offset", "wgmma_element",
            "wgmma_fragment", "wgmma_fragment_intrinsics", "wgmma_intrinsics"]
@@ -168,6 +169,9 @@ def _mma(bn: int, mn_major_b: bool = False) -> tuple:
             desc_a = T.alloc_buffer((1,), "uint64", scope="local")
             desc_b = T.alloc_buffer((1,), "uint64", scope="local")
             for tx in T.thread_binding(0, 128, "threadIdx.x"):
+                with T.attr(0, PLAIN_FENCE, 1):  # for builds without tvm_twill's pipelines (frontend.plain_fences)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.tvm_storage_sync("shared")
                 T.cuda.wgmma.encode_matrix_descriptor(T.address_of(desc_a[0]), A.access_ptr("r"), bm, 8, 0)
                 T.cuda.wgmma.encode_matrix_descriptor(T.address_of(desc_b[0]), B.access_ptr("r"), bn, 8, 0)
                 T.ptx.wgmma.fence.sync.aligned()

@@ -42,7 +42,8 @@ from .roofline import compare_variants, variant_throughput
 from ..transforms import buffer_versions
 from ..transforms.wgmma_overlap import has_wgmma
 from ..transforms.ws.facts import barrier_slots
-from ..transforms.ws.lowering import WS_PIPELINE, emit_and_check, protocol_limits, register_pipeline
+from ..transforms.pipelines import WS_PIPELINE, emit_and_check, register
+from ..transforms.ws.lowering import protocol_limits
 
 __all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "plan_warp_specialization",
            "register_budgets"]
@@ -594,5 +595,5 @@ def _emit(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None) -> W
         raise UnsupportedLoopError(f"warp specialization: the {ws.ring_depth}-slot rings need {need} B of "
                                    f"shared memory, more than the {smem_limit} B a block has: plan a smaller "
                                    "tile or without warp_specialize")
-    register_pipeline()
+    register(WS_PIPELINE)
     return replace(ws, facts=facts, protocol=report, copy=facts.copy, layout_note=layout_note)

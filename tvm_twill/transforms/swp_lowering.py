@@ -1,4 +1,4 @@
-"""The ``tvm_twill_swp`` TIR pipeline: TVM's s_tir pipeline with constant cp.async wait counts.
+"""The passes of the ``tvm_twill_swp`` TIR pipeline (defined in ``transforms.pipelines``), and why each is there.
 
 For a pipelined loop of symbolic extent, TVM 0.27's InjectSoftwarePipeline
 guards the prologue and epilogue with the iteration's bound: in the
@@ -58,21 +58,16 @@ repeated until every ``warp``-scope fragment TVM can lower is one thread's regis
 """
 from __future__ import annotations
 
-from ..frontend.ir import T, splice_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm, tvm_ffi
+from ..frontend.ir import T, tirx, tvm, tvm_ffi
 from ..frontend.uniform import uniformity, varying_vars
 from .fragments import shrink_thread_fragments
-from .let_hoist import hoist_invariant_lets_pass
 from .proxy_fence import add_proxy_fences
-from .wait_counts import with_wait_guard
-from .warp_memory import finalize_passes
 from .wgmma_overlap import has_wgmma
 
-__all__ = ["SWP_PIPELINE", "constant_async_waits", "constant_async_waits_pass", "guard_skip_barriers",
-           "guard_skip_barriers_pass", "register_swp_pipeline", "uniform_guard_loops", "uniform_guard_loops_pass",
+__all__ = ["constant_async_waits", "constant_async_waits_pass", "guard_skip_barriers",
+           "guard_skip_barriers_pass", "uniform_guard_loops", "uniform_guard_loops_pass",
            "varying_vars", "wgmma_fences_pass", "wgmma_fragments_pass"]
 
-#: Name of the registered TIR pipeline: ``tvm.compile(mod, target, tir_pipeline=SWP_PIPELINE)``.
-SWP_PIPELINE = "tvm_twill_swp"
 _KEY = "async_wait_inflight_count"
 
 
@@ -204,29 +199,3 @@ def wgmma_fragments_pass(func, mod, ctx):
 def wgmma_fences_pass(func, mod, ctx):
     """``proxy_fence.add_proxy_fences`` (itself a no-op without wgmma)."""
     return add_proxy_fences(func)
-
-
-def _swp_pipeline():
-    @tvm.transform.module_pass(opt_level=0)
-    def _pipeline(mod, _ctx):
-        passes = splice_passes(stock_s_tir_passes(), "s_tir.InjectSoftwarePipeline", [hoist_invariant_lets_pass],
-                               before=True)
-        passes = splice_passes(passes, "s_tir.InjectSoftwarePipeline", [constant_async_waits_pass])
-        passes = splice_passes(passes, "s_tir.ThreadSync", [uniform_guard_loops_pass], before=True)
-        # right after the ThreadSync passes (InferFragment follows them)
-        passes = splice_passes(passes, "s_tir.InferFragment", [guard_skip_barriers_pass], before=True)
-        passes = splice_passes(passes, "tirx.FlattenBuffer", [wgmma_fragments_pass])
-        passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [wgmma_fences_pass], before=True)
-        passes = with_wait_guard(passes)
-        return tvm.ir.transform.Sequential(passes)(mod)
-
-    host, device = finalize_passes()
-    return _pipeline, host, device
-
-
-def register_swp_pipeline() -> str:
-    """Register the ``tvm_twill_swp`` TIR pipeline (idempotent); returns its name for ``tvm.compile``."""
-    registry = tir_pipeline_registry()
-    if SWP_PIPELINE not in registry.PIPELINE_MAP:
-        registry.register_tir_pipeline(SWP_PIPELINE, _swp_pipeline)
-    return SWP_PIPELINE

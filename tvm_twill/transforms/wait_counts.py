@@ -27,25 +27,22 @@ emitted queue.  This module makes the compiled count the smaller of the two:
 Both passes are part of the ``tvm_twill_waits`` pipeline (TVM's default plus
 the guard, what a plan that needs the guard and no other pipeline compiles
 with) and of the ``tvm_twill_swp`` and ``tvm_twill_ws`` pipelines
-(``with_wait_guard``); a loop without the annotation is left alone.
+(``pipelines.WAIT_GUARD``); a loop without the annotation is left alone.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import WaitCountError
-from ..frontend.ir import (children, const_int, s_tir, splice_passes, stock_finalize_passes, stock_s_tir_passes,
-                           substitute, tir_pipeline_registry, tirx, tvm, tvm_ffi)
+from ..frontend.ir import children, const_int, s_tir, splice_passes, substitute, tirx, tvm, tvm_ffi
 from ..frontend.lowering import ASYNC_COPY_CONFIG, pipeline_prefix_passes
 from ..model.pipeline import ASYNC_STAGES
 from .annotate import GUARDED_ASYNC_KEY, WAITS_KEY, async_waits
 
-__all__ = ["GUARDED_ASYNC_KEY", "WAITS_KEY", "guarded_annotations", "WAITS_PIPELINE", "TvmWait", "exact_async_waits", "exact_async_waits_pass",
-           "annotate_expected_waits", "expected_waits_value", "guard_loop_waits", "mark_expected_waits", "mark_expected_waits_pass", "register_waits_pipeline",
-           "tvm_counts_safe", "tvm_wait_counts", "with_wait_guard"]
+__all__ = ["GUARDED_ASYNC_KEY", "WAITS_KEY", "TvmWait", "annotate_expected_waits", "exact_async_waits",
+           "exact_async_waits_pass", "expected_waits_value", "guard_loop_waits", "guarded_annotations",
+           "mark_expected_waits", "mark_expected_waits_pass", "tvm_counts_safe", "tvm_wait_counts"]
 
-#: The TIR pipeline of a plan whose loop TVM miscounts and that needs no other tvm_twill pipeline.
-WAITS_PIPELINE = "tvm_twill_waits"
 _MARK = "tvm_twill_expected_async_waits"
 _COUNT = "async_wait_inflight_count"
 _INJECT = "s_tir.InjectSoftwarePipeline"
@@ -175,31 +172,6 @@ def exact_async_waits(func):
 @tirx.transform.prim_func_pass(opt_level=0, name="TwillExactAsyncWaits")
 def exact_async_waits_pass(func, mod, ctx):
     return exact_async_waits(func)
-
-
-def with_wait_guard(passes: list) -> list:
-    """``passes`` (an s_tir pass list with InjectSoftwarePipeline) with the mark right before that pass and
-    ``exact_async_waits`` right after it, before any pass that rewrites TVM's counts."""
-    passes = splice_passes(passes, _INJECT, [exact_async_waits_pass])
-    return splice_passes(passes, _INJECT, [mark_expected_waits_pass], before=True)
-
-
-def _waits_pipeline():
-    @tvm.transform.module_pass(opt_level=0)
-    def _pipeline(mod, _ctx):
-        return tvm.ir.transform.Sequential(with_wait_guard(stock_s_tir_passes()))(mod)
-
-    host, device = stock_finalize_passes()
-    return _pipeline, host, device
-
-
-def register_waits_pipeline() -> str:
-    """Register the ``tvm_twill_waits`` TIR pipeline (idempotent): TVM's default s_tir pipeline with the wait
-    guard (``with_wait_guard``) and nothing else; returns its name for ``tvm.compile(..., tir_pipeline=)``."""
-    registry = tir_pipeline_registry()
-    if WAITS_PIPELINE not in registry.PIPELINE_MAP:
-        registry.register_tir_pipeline(WAITS_PIPELINE, _waits_pipeline)
-    return WAITS_PIPELINE
 
 
 # -- plan time: TVM's counts for a loop, against the expected ones ------------------------------------------

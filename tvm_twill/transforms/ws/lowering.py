@@ -1,13 +1,9 @@
-"""The ``tvm_twill_ws`` TIR pipeline: TVM's s_tir pipeline with the warp-specialization pass after FlattenBuffer.
+"""The passes of the ``tvm_twill_ws`` TIR pipeline (``transforms.pipelines`` defines it) around the WS rewrite.
 
-``register_pipeline()`` registers it under ``WS_PIPELINE`` for
-``tvm.compile(mod, target, tir_pipeline=...)``; ``emit_and_check`` runs the
-same passes up to the rewrite on a schedule's module and model checks the
-mbarrier protocol the rewrite emitted (what ``auto_pipeline`` does before it
-returns a warp-specialized plan).  The pass list is TVM's own: the stock
-s_tir pipeline's list, read under the current PassContext
-(``frontend.ir.stock_s_tir_passes``, so its config switches and any pass a
-later TVM adds take effect), with two passes spliced in after FlattenBuffer:
+``pipelines.emit_and_check`` runs the passes up to the rewrite on a
+schedule's module and model checks the mbarrier protocol the rewrite emitted
+(what ``auto_pipeline`` does before it returns a warp-specialized plan).  The
+pipeline is TVM's own pass list with two passes spliced in after FlattenBuffer:
 ``fragments.shrink_thread_fragments`` (warp-group accumulators -> per-thread
 registers; a no-op on kernels without one, so the pipeline also compiles
 plain wgmma kernels) and the rewrite, which model checks the protocol it
@@ -16,7 +12,7 @@ TVM's ThreadSync passes (the ``__syncthreads`` ThreadSync placed in the consumer
 barriers of the consumer threads); and two checks at the end, on
 the final TIR: no ``__syncthreads`` inside a role branch (TVM's ThreadSync
 runs after the rewrite; the rewrite places its own barriers), and the ring
-protocol read off the final TIR (``ws_compiled``: nothing from the passes'
+protocol read off the final TIR (``ws.compiled``: nothing from the passes'
 own facts) passes the model check, so a pass after the rewrite that breaks
 the protocol (a dropped arrive, a moved release) gets no kernel.  ``transforms.proxy_fence`` is spliced in
 before MergeSharedMemoryAllocations, once ThreadSync has placed the barriers
@@ -30,24 +26,13 @@ from __future__ import annotations
 import time
 
 from ...errors import InputError, UnsupportedLoopError
-from ...frontend.ir import splice_passes, stock_s_tir_passes, tir_pipeline_registry, tirx, tvm, walk_stmts
-from ...frontend.target import parse_target
-from ...model.pipeline import WS_DEPTH
+from ...frontend.ir import tirx, tvm, walk_stmts
 from ...model.protocol import CheckIncomplete, check_limits, check_ring
 from . import rewrite as _ws
-from ..fragments import shrink_thread_fragments_pass
-from ..proxy_fence import proxy_fence_pass
-from .role_barriers import consumer_barriers_pass
-from .compiled import CHECK_TIME_FACTOR, check_compiled, unchecked_protocol, verify_compiled_protocol
-from ..wait_counts import with_wait_guard
-from ..warp_memory import finalize_passes
+from .compiled import CHECK_TIME_FACTOR, unchecked_protocol
 
-__all__ = ["WS_PIPELINE", "check_role_branches", "emit_and_check", "protocol_limits", "register_pipeline",
-           "verify_role_branches", "warp_specialize_pass", "ws_passes"]
-
-#: Name of the registered TIR pipeline: ``tvm.compile(mod, target, tir_pipeline=WS_PIPELINE)``.
-WS_PIPELINE = "tvm_twill_ws"
-
+__all__ = ["check_protocol", "check_role_branches", "protocol_limits", "verify_role_branches",
+           "warp_specialize_pass"]
 
 def _arch_of(func) -> str:
     tgt = (func.attrs or {}).get("target")
@@ -62,7 +47,7 @@ REPORT_EVERY = 5.0
 def protocol_limits(time_limit: float | None, progress=None):
     """``model.protocol.check_limits`` for the checks of one plan: each at most ``CHECK_TIME_FACTOR`` x the plan's
     ``time_limit`` seconds (None: only the state budget); ``progress`` (a ``PlanProgress``) hears how far a long
-    check got, every ``REPORT_EVERY`` seconds.  A check cut short gives no kernel (``_check_protocol``)."""
+    check got, every ``REPORT_EVERY`` seconds.  A check cut short gives no kernel (``check_protocol``)."""
     seconds = None if time_limit is None else CHECK_TIME_FACTOR * time_limit
     if progress is None:
         return check_limits(seconds=seconds)
@@ -75,7 +60,7 @@ def protocol_limits(time_limit: float | None, progress=None):
     return check_limits(seconds=seconds, progress=report)
 
 
-def _check_protocol(facts) -> object:
+def check_protocol(facts) -> object:
     """Model check the ring protocol a rewrite emitted; its report, or UnsupportedLoopError (no kernel)."""
     proto = facts.ring_protocol()
     try:
@@ -98,7 +83,7 @@ def warp_specialize_pass(func, mod, ctx):
     that is compiled, so a kernel failing the check is never built."""
     new, facts = _ws.warp_specialize_func(func, _arch_of(func))
     if facts is not None:
-        _check_protocol(facts)
+        check_protocol(facts)
     return new
 
 
@@ -141,68 +126,3 @@ def verify_role_branches(mod, _ctx):
     RuntimeError with the same one-line message: TVM's FFI does not keep the Python type.)"""
     check_role_branches(mod)
     return mod
-
-
-def ws_passes() -> list:
-    """TVM's own s_tir pass list under the current PassContext, with the rewrite spliced in after
-    FlattenBuffer, the proxy fences before MergeSharedMemoryAllocations and the two checks of the final TIR at
-    the end (role branches, the compiled ring protocol)."""
-    passes = splice_passes(stock_s_tir_passes(), "tirx.FlattenBuffer",
-                           [shrink_thread_fragments_pass, warp_specialize_pass])
-    passes = splice_passes(passes, "s_tir.InferFragment", [consumer_barriers_pass], before=True)  # after ThreadSync
-    passes = splice_passes(passes, "s_tir.MergeSharedMemoryAllocations", [proxy_fence_pass], before=True)
-    return with_wait_guard(passes) + [verify_role_branches, verify_compiled_protocol]
-
-
-def _ws_pipeline():
-    @tvm.transform.module_pass(opt_level=0)
-    def _pipeline(mod, _ctx):
-        return tvm.ir.transform.Sequential(ws_passes())(mod)
-
-    host, device = finalize_passes()
-    return _pipeline, host, device
-
-
-def register_pipeline() -> str:
-    """Register the ``tvm_twill_ws`` TIR pipeline (idempotent); returns its name for ``tvm.compile``."""
-    registry = tir_pipeline_registry()
-    if WS_PIPELINE not in registry.PIPELINE_MAP:
-        registry.register_tir_pipeline(WS_PIPELINE, _ws_pipeline)
-    return WS_PIPELINE
-
-
-def emit_and_check(mod, target):
-    """Run the transform as ``tvm.compile`` will (TVM's passes through FlattenBuffer, then this pass) and
-    model check the emitted ring protocol, then the rest of the pipeline and the checks of the final TIR (the
-    protocol as compiled); returns (WsKernelFacts, the compiled protocol's ProtocolReport).
-
-    Raises UnsupportedLoopError when the loop cannot be specialized or a protocol fails the check (the
-    report's first violation, with its trace, in the message)."""
-    arch, tgt = parse_target(target)
-    mod = tirx.transform.BindTarget(tgt.with_host(tvm.target.Target("llvm")))(mod)
-    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
-        passes = ws_passes()
-        names = [p.info.name for p in passes]
-        mod = tvm.transform.Sequential(passes[:names.index("TwillWarpSpecialize")])(mod)  # as compiled, to here
-    facts = _emitted_facts(mod, arch)
-    _check_protocol(facts)
-    with tvm.transform.PassContext(config={"tirx.use_async_copy": 1}):
-        rest = [p for p in passes[names.index("TwillWarpSpecialize"):]
-                if p.info.name not in ("TwillVerifyRoleBranches", "TwillCheckCompiledProtocol")]
-        final = tvm.transform.Sequential(rest)(mod)   # the checks below raise UnsupportedLoopError, not through TVM
-    check_role_branches(final)
-    return facts, check_compiled(final)[0]
-
-
-def _emitted_facts(mod, arch: str):
-    """The facts of the one loop the rewrite specializes in ``mod`` (UnsupportedLoopError unless exactly one)."""
-    found = []
-    for _, func in mod.functions_items():
-        if isinstance(func, tirx.PrimFunc):
-            _, facts = _ws.warp_specialize_func(func, arch)
-            if facts is not None:
-                found.append(facts)
-    if len(found) != 1:
-        raise UnsupportedLoopError("warp specialization: "
-                                   f"expected one loop annotated with {WS_DEPTH}, found {len(found)}")
-    return found[0]

@@ -57,7 +57,7 @@ Slot and phase are functions of the iteration ``i``: ``s = i mod depth``,
 ``phase = (i div depth) mod 2``, the CUTLASS ``PipelineState`` without mutable
 state.  The protocol (state-transition table in ``model/protocol.py``) is
 read off the emitted statements (``WsKernelFacts.ring_protocol``) and model
-checked before ``auto_pipeline`` returns (``ws_lowering.emit_and_check``).
+checked before ``auto_pipeline`` returns (``pipelines.emit_and_check``).
 """
 from __future__ import annotations
 
