@@ -54,6 +54,8 @@ from .transforms.pipelines import SWP_PIPELINE, WAITS_PIPELINE, WS_PIPELINE, reg
 from .transforms.wait_counts import guard_loop_waits, guarded_annotations
 from .report.explain import SYMBOLIC_NOTE, explain_plan, schedule_phrase
 from .planner.warpspec import WarpSpecialization, apply_warp_specialization, plan_warp_specialization
+from .planner.context import Candidate, PlanningContext
+from .planner.ws_plan import WsTiming
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "SYMBOLIC_NOTE", "auto_pipeline",
            "evaluate_annotation", "shared_memory", "swp_machine"]
@@ -468,8 +470,11 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     asyncable = [s.async_capable for s in ex.stmts]
     ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
     progress.begin("fitting the stages to TVM's buffer versions and shared memory")
-    sched, ann, solved, depth, shared_fit = fit_shared(ex, sched, ann, ms, m, opts, solve)
-    sched, ann, depth, why_not = all_copies_async(ex, sched, ann, ms, m, solved, depth)
+    ctx = PlanningContext(extraction=ex, machine=ms, full_machine=m, options=opts, solve=solve)
+    fitted = fit_shared(ctx, Candidate(sched, ann))
+    moved = all_copies_async(ctx, fitted.candidate)
+    cand = moved.candidate
+    sched, ann = cand.schedule, cand.annotation
     progress.step(f"stages fitted: {ann.num_stages} stage(s), ii {sched.ii * ex.quantum} cycles")
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
     if bad:  # pragma: no cover - annotation_from_schedule already guarantees it
@@ -480,16 +485,15 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     # a symbolic trip count (None): the waits tvm_twill.build compiles (the body's, 0 in the guarded parts)
     waits = async_waits(ann, graph, ex.trip_count) if ann.async_stages else ()
     plan = PipelinePlan(loop=ex.loop, arch=arch, extraction=ex, schedule=sched, annotation=ann, applied=False,
-                        outcome="", machine=ms, waits=waits, options=opts, depth=depth, solved_graph=solved,
-                        shared_fit=shared_fit,
-                        warnings=caveats, sync_copies=sync_copy_reasons(ex, ann, why_not),
-                        wgmma=has_wgmma([sch.mod[ref.func].body]),
-                        alternatives=plan_alternatives(ex, sched, ann, others, ms, m, opts.top_k, opts.max_stages))
+                        outcome="", machine=ms, waits=waits, options=opts, depth=cand.depth,
+                        solved_graph=cand.solved_graph, shared_fit=fitted.shared_fit, warnings=caveats,
+                        sync_copies=sync_copy_reasons(ex, ann, moved.why_not),
+                        wgmma=has_wgmma([sch.mod[ref.func].body]), alternatives=plan_alternatives(ctx, cand, others))
     fallback = ""
     if opts.warp_specialize is not False:
         try:
             progress.begin("warp specialization: solving the loop with a producer warp")
-            ws = plan_warp_specialization(sch, ref, ex, plan, m, arch, opts.warp_specialize, solve, opts.time_limit)
+            ws = plan_warp_specialization(sch, ref, ctx, cand, arch)
             plan = replace(plan, warp_specialization=ws)
             progress.step(f"warp specialization planned: {ws.reason}")
             if ws.chosen:
@@ -508,7 +512,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
             # "auto": the plain software pipeline, and why not specialized (the loop is as it was: the transform
             # restores it on failure)
             plan = replace(plan, warp_specialization=WarpSpecialization(False, f"not specialized: {err}",
-                                                                        plan.ii_cycles, None))
+                                                                        WsTiming(plan.ii_cycles)))
             fallback = f" (warp_specialize='auto' fell back to the software pipeline: {err})"
     plan = _plain_outcome(sch, ref, plan, opts, m, cache)
     return replace(plan, outcome=plan.outcome + fallback)

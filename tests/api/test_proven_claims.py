@@ -91,13 +91,13 @@ def test_sm90_one_role_copies_are_named_and_priced_as_cp_async():
     assert "TMA" not in text
     for st in plan.extraction.stmts:
         if st.async_capable:
-            copy = st.details["copy"]
-            assert f"on async copy (cp.async): port {copy['port']:.0f}" in st.description
+            copy = st.copy
+            assert f"on async copy (cp.async): port {copy.port:.0f}" in st.description
             # the graph the one-role solve uses: the block's cp.async, not the producer's TMA boxes
             issue = tvm_twill.model.throughput.issue_cycles(
-                plan.machine.costs.chip, {"cp.async": copy["bytes"] / (32 * 16)},
+                plan.machine.costs.chip, {"cp.async": copy.nbytes / (32 * 16)},
                 warps=plan.extraction.threads // 32)
-            assert copy["issue"] == pytest.approx(issue)
-            assert plan.graph.ops[st.index].cycles == math.ceil(copy["cycles"] / plan.quantum - 1e-9)
+            assert copy.issue == pytest.approx(issue)
+            assert plan.graph.ops[st.index].cycles == math.ceil(copy.cycles / plan.quantum - 1e-9)
     kernel = _kernel(tvm_twill.build(sch.mod, "sm_90a", plan).mod.imports[0].inspect_source())
     assert "ptx_cp_async" in kernel and "cp.async.bulk" not in kernel

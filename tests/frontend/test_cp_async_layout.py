@@ -54,9 +54,9 @@ def test_transposing_and_misaligned_copies_are_not_cp_async_capable():
     by = {s.name: s for s in ex.stmts}
     assert [by[f"copy{k}"].kind for k in range(3)] == ["copy"] * 3
     assert [by[f"copy{k}"].async_capable for k in range(3)] == [False, True, False]
-    assert by["copy1"].details["not_async"] is None
-    assert "global source X0 with a stride of 32 elements (not contiguous)" in by["copy0"].details["not_async"]
-    assert "X2 may start off a multiple of 4 elements" in by["copy2"].details["not_async"]
+    assert by["copy1"].not_async is None
+    assert "global source X0 with a stride of 32 elements (not contiguous)" in by["copy0"].not_async
+    assert "X2 may start off a multiple of 4 elements" in by["copy2"].not_async
 
 
 def test_the_plan_says_why_and_the_cuda_has_no_wrong_cp_async():

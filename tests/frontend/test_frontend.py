@@ -34,8 +34,8 @@ def test_simple_outer_loop_a100(gemm):
     # 3.375): 8192 / 3.375 x 108 / (1.555e12 / 1.41e9) = 237.7 cycles, so B's copy is DRAM-bound
     assert a.work == {"TMA": pytest.approx(172.8)}
     assert b.work == {"TMA": pytest.approx(8192 / 3.375 * 108 / (1.555e12 / 1.41e9))}
-    assert (a.details["copy"]["bound"], b.details["copy"]["bound"]) == ("L2", "DRAM")
-    assert a.details["copy"]["reuse"] == pytest.approx(27.0) and b.details["copy"]["reuse"] == pytest.approx(3.375)
+    assert (a.copy.bound, b.copy.bound) == ("L2", "DRAM")
+    assert a.copy.reuse == pytest.approx(27.0) and b.copy.reuse == pytest.approx(3.375)
     assert k.work == {"TC": 512.0, "ALU": 320.0}  # 2*128*128*32 / 2048; (16+4 KiB)*2 / 128
     assert a.async_capable and b.async_capable and not k.async_capable
     assert (a.smem, b.smem) == (128 * 40 * 2, 32 * 136 * 2)  # storage_align pads the rows
@@ -82,7 +82,7 @@ def test_nested_pipeline_expands_into_three_statements(mma_gemm):
     assert pro.work == {"ALU": 160.0}                    # ldmatrix of k_0_1 = 0
     assert body.work == {"ALU": 160.0, "TC": 256.0}      # ldmatrix of 1, mma of 0
     assert epi.work == {"TC": 256.0}                     # mma of 1
-    assert pro.details["counts"] == (1, 1, 0) and epi.details["counts"] == (0, 0, 1)
+    assert pro.counts == (1, 1, 0) and epi.counts == (0, 0, 1)
     e = _edges(ex)
     assert ("k_0_1.prologue", "k_0_1.body", 0) in e and ("k_0_1.body", "k_0_1.epilogue", 0) in e
     assert ("k_0_1.epilogue", "k_0_1.body", 1) in e  # the accumulator crosses outer iterations
@@ -272,8 +272,8 @@ def test_producer_issue_cost_of_padded_tiles(gemm):
     sch, k0, _ = gemm
     ex = extract_loop(sch, k0, "sm_90a", streaming_copies=True)
     a, b = ex.stmts[:2]
-    assert a.details["copy"]["producer"] == {"bulk": 128} and b.details["copy"]["producer"] == {"bulk": 32}
-    assert (a.details["copy"]["producer_issue"], b.details["copy"]["producer_issue"]) == (512.0, 128.0)
+    assert a.copy.producer == {"bulk": 128} and b.copy.producer == {"bulk": 32}
+    assert (a.copy.producer_issue, b.copy.producer_issue) == (512.0, 128.0)
     assert [op.cycles for op in ex.graph.ops] == [32, 23, 20]
     # without a producer (TVM's pipeline, every warp issues cp.async) the issue is not the bound
     assert [op.cycles for op in extract_loop(sch, k0, "sm_90a").graph.ops] == [23, 23, 20]

@@ -51,15 +51,15 @@ def test_simt_loops_are_classed_by_what_they_do(name):
     assert [s.kind for s in ex.stmts] == kinds
     fma = next(s for s in ex.stmts if s.kind == "fma")
     assert fma.description == "SIMT FMA on the CUDA cores" and "ldmatrix" not in fma.description
-    assert fma.details["flops"] > 0 and fma.details["bounds"]["CUDA cores"] > 0
+    assert fma.flops > 0 and fma.bounds["CUDA cores"] > 0
 
 
 def test_simt_fma_cost_by_hand():
     ex = extract_loop(tvm.s_tir.Schedule(simt_gemm), "ko", "sm_80")
     fma = ex.stmts[2]
     # 16 x 16 x 8 = 2048 FMAs / 64 per clock = 32 cycles; each reads 2 fp32 from shared: 16384 B / 128 = 128
-    assert fma.details["bounds"] == {"CUDA cores": 32.0, "shared memory": 128.0}
-    assert fma.work == {"ALU": 128.0} and fma.details["flops"] == 4096.0
+    assert fma.bounds == {"CUDA cores": 32.0, "shared memory": 128.0}
+    assert fma.work == {"ALU": 128.0} and fma.flops == 4096.0
 
     # evaluate_annotation: the copies one stage ahead hide their latency, so [0, 0, 1] beats [0, 0, 0]
     def ii(stages):

@@ -142,19 +142,20 @@ def test_the_planner_orders_groups_where_the_joint_schedule_does(mma_gemm):
     g = in_program_order(_fa_loop(), producers)
     g = g.replace(ops=tuple(op if op.name in producers else replace(op, spill_cost=0) for op in g.ops))
     one = solve(g, replace(get_machine("h100"), warp_groups=2), options=SolveOptions(time_limit=60))
-    order, grouped, note, sections, plain = warpspec.order_consumer_groups(
+    decided = warpspec.order_consumer_groups(
         func, g, producers, get_machine("h100"), SolveOptions(time_limit=60), solve, one.ii, 1)
-    assert plain is None                       # mma.sync, not wgmma: nothing to leave in flight, no look-ahead
+    grouped = decided.solved.schedule
+    assert decided.no_lookahead is None        # mma.sync, not wgmma: nothing to leave in flight, no look-ahead
     # the body starts with S and ends with O: one turn per iteration, O of iteration k then S of k + 1 (FA3)
-    assert order == (0, 1) and grouped[0].ii < one.ii and sections == (("O", "S"),)
-    assert note == (f"2 groups of 2 warps taking turns on the tensor core (1 turn(s) per iteration: O, S "
-                    f"(spanning the back edge: from O of iteration k to S of k + 1); the rest of each group's "
-                    f"work runs under the other group's turns): ii {grouped[0].ii} cycles vs {one.ii} with one "
-                    "group")
+    assert decided.order == (0, 1) and grouped.ii < one.ii and decided.sections == (("O", "S"),)
+    assert decided.note == (f"2 groups of 2 warps taking turns on the tensor core (1 turn(s) per iteration: O, S "
+                            f"(spanning the back edge: from O of iteration k to S of k + 1); the rest of each group's "
+                            f"work runs under the other group's turns): ii {grouped.ii} cycles vs {one.ii} with one "
+                            "group")
     # each group on a role of its own, none the producer's
-    roles = {gr: {grouped[0].ops[f"{n}@{gr}"].warp for n in "SPO"} for gr in (0, 1)}
+    roles = {gr: {grouped.ops[f"{n}@{gr}"].warp for n in "SPO"} for gr in (0, 1)}
     assert all(len(r) == 1 for r in roles.values()) and roles[0] != roles[1]
-    assert grouped[0].ops["load_K"].warp not in roles[0] | roles[1]
+    assert grouped.ops["load_K"].warp not in roles[0] | roles[1]
 
 
 def _force_order(func, graph, names, machine, opts, solve, one_ii, q):
@@ -162,11 +163,12 @@ def _force_order(func, graph, names, machine, opts, solve, one_ii, q):
     from dataclasses import replace
 
     from tvm_twill.model.groups import place_groups, split_consumers, turn_sections, with_turns
+    from tvm_twill.planner.ws_plan import GroupsDecision, JointSolve
     sections = turn_sections(graph, names)
     split = with_turns(split_consumers(graph, names, 2), sections, 2)
     on = replace(machine, warp_groups=3)
-    return (0, 1), (place_groups(solve(split, on, options=opts), split, names, 2), split, on), "forced by the " \
-        "test", sections, None
+    return GroupsDecision((0, 1), JointSolve(place_groups(solve(split, on, options=opts), split, names, 2), split, on),
+                          "forced by the test", sections)
 
 
 def test_a_chosen_order_is_emitted_checked_and_explained(mma_gemm, monkeypatch):
@@ -226,6 +228,6 @@ def test_the_note_says_whether_the_groups_ii_is_proven(mma_gemm, below, says):
     def cut_short(graph, machine, options):
         s = solve(graph, machine, options=options)
         return replace(s, optimal=False, lower_bound=replace(s.lower_bound, ii=s.ii - below))
-    order, grouped, note, _, _ = warpspec.order_consumer_groups(
+    decided = warpspec.order_consumer_groups(
         func, g, producers, get_machine("h100"), SolveOptions(time_limit=60), cut_short, 10 ** 6, 1)
-    assert order == (0, 1) and says.format(lb=grouped[0].ii - below) in note
+    assert decided.order == (0, 1) and says.format(lb=decided.solved.schedule.ii - below) in decided.note

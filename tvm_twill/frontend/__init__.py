@@ -6,9 +6,13 @@ One module per concern, each importing TVM's namespaces only through ``ir``:
 * ``target``    target and machine-model selection
 * ``loops``     finding loops and pipeline nests, existing annotations, register-staged copies
 * ``costs``     classification and cost of each statement (units, cycles, latency, footprints)
+* ``stmt_info`` what was found in one statement (``StmtInfo``) and its copies' traffic
 * ``extract``   ``extract_loop``: the statements InjectSoftwarePipeline sees -> ``Graph``
 * ``opaque``    opaque blocks, explicit barriers and let-bindings (TVM's LLM kernels)
 * ``lowering``  TVM's passes (the loop as InjectSoftwarePipeline sees it) and ``tvm.compile``
+
+and the analyses ``extract`` and ``opaque`` use (``classify``, ``cp_async``, ``hazards``, ``views``,
+``invariant``, ``uniform``): docs/frontend.md.
 """
 from .costs import DEFAULT_QUANTUM, DRAM_LATENCY_CYCLES, StmtInfo
 from .extract import Extraction, extract_loop

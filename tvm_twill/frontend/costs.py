@@ -42,7 +42,7 @@ Choices, stated:
   compulsory bytes (B / reuse, reuse from the raster order of the grid and
   the block coordinates the copy's address depends on,
   ``StatementAnalyzer.reuse``), and the issue of its cp.async
-  instructions by the block's warps.  ``details["copy"]`` keeps each term.
+  instructions by the block's warps.  ``StmtInfo.copy`` keeps each term.
   With ``streaming_copies`` (the warp-specialized model) one producer
   issues every copy: on sm_90+ one TMA box per dense tile and one bulk copy
   per row of a padded tile (4 issue slots each, one elected thread), so a
@@ -79,7 +79,7 @@ accumulators (read-modify-write) are the same registers whatever the schedule an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import UnsupportedLoopError
 from ..model import Machine
@@ -89,56 +89,17 @@ from .classify import LeafWork, classify, describe, leaf_work, plain_copy, predi
 from .ir import (auto_copy_bytes, branches, children, const_int, dtype_bytes, eval_int, has_block, is_register,
                  is_shared, s_tir, scope_of, substitute, thread_extents, tirx, vector_lanes)
 from .cp_async import CP_ASYNC_BYTES, GUARDED_COPY, bound_store, guarded_copy, vector_layout_reason
+from .stmt_info import CopyTraffic, StmtInfo
 from .loops import LoopRef, pipeline_children
 from .views import declared_buffers
 
-__all__ = ["CP_ASYNC_BYTES", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
+__all__ = ["CP_ASYNC_BYTES", "CopyTraffic", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "StmtInfo", "StatementAnalyzer"]
 
 #: Cycles per model time unit (see the module docstring).
 DEFAULT_QUANTUM = 16
 #: Unloaded DRAM access latency in cycles, order of magnitude from published
 #: microbenchmarks of A100/H100 (about 400-600 cycles); loaded latency is higher.
 DRAM_LATENCY_CYCLES = 500
-
-
-@dataclass(frozen=True)
-class StmtInfo:
-    """What the front-end found in one pipeline statement.
-
-    ``work`` maps unit -> cycles (unquantized) per pipelined-loop iteration;
-    ``latency`` is the delay (cycles) of its outgoing edges; ``reads`` /
-    ``writes`` are buffer names (TVM's statement-level regions); ``exposed``
-    the reads that see a value from before the statement; ``smem_writes``
-    bytes of each shared tile written per iteration (with padding);
-    ``smem_scopes`` their scopes ("shared": static arrays, "shared.dyn": the dynamic pool);
-    ``reg_writes`` registers per thread of each register-scope tile it
-    writes (accumulators excluded); ``async_capable``: a plain
-    global->shared copy that cp.async can run (4/8/16-byte vectors).
-    """
-
-    index: int
-    name: str
-    kind: str
-    work: dict
-    latency: float
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    exposed: tuple[str, ...]
-    smem_writes: dict = field(default_factory=dict)
-    reg_writes: dict = field(default_factory=dict)
-    smem_scopes: dict = field(default_factory=dict)
-    async_capable: bool = False
-    description: str = ""
-    details: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def smem(self) -> int:
-        """Bytes of shared memory written per iteration (all buffers)."""
-        return sum(self.smem_writes.values())
-
-    @property
-    def units(self) -> tuple[str, ...]:
-        return tuple(u for u, c in sorted(self.work.items()) if c > 0)
 
 
 @dataclass
@@ -320,7 +281,7 @@ class StatementAnalyzer:
     def _info(self, index, stmt, leaves, reads, writes) -> StmtInfo:
         c = self.costs
         work, bounds, copy = self._work(leaves, stmt)
-        copy_bytes = copy.get("bytes", 0.0)
+        copy_bytes = copy.nbytes if copy is not None else 0.0
         global_bytes = sum(lf.count * n for lf in leaves for buf, n in lf.reads if scope_of(buf) == "global")
         kinds = list(dict.fromkeys(lf.kind for lf in leaves))
         busy = max(work.values(), default=0.0)
@@ -361,22 +322,20 @@ class StatementAnalyzer:
                     and set(moved) <= set(CP_ASYNC_BYTES) and refused is None)
         kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "empty")
         name = _stmt_name(stmt, leaves, index, self.lowered)
-        desc = describe(kind, kinds, copy_bytes, async_ok, copy.get("label", ""))
+        desc = describe(kind, kinds, copy_bytes, async_ok, copy.label if copy is not None else "")
         if copy_bytes and c.chip is not None:  # what a producer warp issues when the loop is specialized
-            copy["producer"] = _producer_instructions(writes, self.aligns, c, copy_bytes)
-            copy["producer_issue"] = issue_cycles(c.chip, copy["producer"], warps=1 if "cp.async" not in
-                                                  copy["producer"] else 4)
+            producer = _producer_instructions(writes, self.aligns, c, copy_bytes)
+            copy = replace(copy, producer=producer, producer_issue=issue_cycles(
+                c.chip, producer, warps=1 if "cp.async" not in producer else 4))
         flops = sum(lf.count * (lf.work.flops if lf.kind == "mma" else 2 * lf.work.fmas if lf.kind == "fma" else 0)
                     for lf in leaves)
         return StmtInfo(index=index, name=name, kind=kind, work=work, latency=latency, reads=tuple(rnames),
                         writes=tuple(wnames), exposed=tuple(exposed), smem_writes=smem_writes, reg_writes=reg_writes,
-                        smem_scopes=smem_scopes, async_capable=async_ok, description=desc,
-                        details={"kinds": tuple(kinds), "copy_bytes": copy_bytes, "vector_bytes": moved,
-                                 "bounds": bounds, "copy": copy, "flops": flops,
-                                 "not_async": refused,
-                                 "leaves": tuple(lf.name for lf in leaves)})
+                        smem_scopes=smem_scopes, async_capable=async_ok, description=desc, kinds=tuple(kinds),
+                        leaves=tuple(lf.name for lf in leaves), flops=flops, bounds=bounds, copy=copy,
+                        vector_bytes=moved, not_async=refused)
 
-    def _work(self, leaves, stmt) -> tuple[dict, dict, dict]:
+    def _work(self, leaves, stmt) -> tuple[dict, dict, CopyTraffic | None]:
         """(unit -> cycles, throughput bound -> cycles, the copy's traffic) of one iteration's leaves."""
         c = self.costs
         work = {"TC": 0.0, "TMA": 0.0, "ALU": 0.0, "SFU": 0.0}
@@ -409,19 +368,19 @@ class StatementAnalyzer:
             else:  # alu, store: elementwise work on the CUDA cores
                 elems = n * sum(nb / dtype_bytes(buf.dtype) for buf, nb in lf.writes)
                 add("ALU", "CUDA cores", elems / c.fma_per_clock)
-        copy: dict = {}
+        copy = None
         if copy_bytes:
             copy = self._copy_cycles(leaves, copy_bytes, instructions)
-            work["TMA"] += copy["cycles"]
+            work["TMA"] += copy.cycles
         return {u: v for u, v in work.items() if v > 0}, bounds, copy
 
-    def _copy_cycles(self, leaves, nbytes: float, instructions: float) -> dict:
+    def _copy_cycles(self, leaves, nbytes: float, instructions: float) -> CopyTraffic:
         """A statement's global->shared copies: the slowest of the shared-memory port, this CTA's
         share of L2 and of DRAM (compulsory bytes, ``reuse``), and the issue of its cp.async
         instructions by the block's warps (model/throughput.py)."""
         c = self.costs
         if c.chip is None:  # a CostModel without chip figures: the shared-memory port alone
-            return {"bytes": nbytes, "cycles": nbytes / c.smem_bytes_per_clock, "reuse": 1.0}
+            return CopyTraffic(nbytes=nbytes, cycles=nbytes / c.smem_bytes_per_clock)
         total, compulsory = self.reuse(leaves)
         reuse = total / compulsory if compulsory else 1.0
         active = min(math.prod(self.grid.values()), c.sms)
@@ -431,8 +390,8 @@ class StatementAnalyzer:
         bound = "issue" if issue > cc.cycles else cc.bound
         label = (f"{bound}-bound on {unit_label(c, 'TMA')}: port {cc.port:.0f}, L2 {cc.l2:.0f}, DRAM {cc.dram:.0f} "
                  f"(reuse {reuse:.1f}), issue {issue:.0f} cycles")
-        return {"bytes": nbytes, "cycles": cycles, "reuse": reuse, "port": cc.port, "l2": cc.l2, "dram": cc.dram,
-                "issue": issue, "bound": bound, "active": active, "label": label}
+        return CopyTraffic(nbytes=nbytes, cycles=cycles, reuse=reuse, port=cc.port, l2=cc.l2, dram=cc.dram,
+                           issue=issue, bound=bound, active=active, label=label)
 
     def analyze_nested(self, index: int, inner, ann: PipelineAnnotation, statements=None) -> list[StmtInfo]:
         """Three StmtInfo (prologue, body, epilogue) for an annotated inner loop.
@@ -486,12 +445,10 @@ class StatementAnalyzer:
                 smem_writes=_sum_dicts({b: cnt[i] * v for b, v in infos[i].smem_writes.items()} for i in present),
                 reg_writes=_sum_dicts({b: cnt[i] * r for b, r in infos[i].reg_writes.items()} for i in present),
                 smem_scopes={b: sc for i in present for b, sc in infos[i].smem_scopes.items()},
-                async_capable=False, description=desc,
-                details={"kinds": kinds, "inner": name, "counts": tuple(cnt),
-                         "flops": sum(cnt[i] * infos[i].details.get("flops", 0.0) for i in present),
-                         "bounds": _sum_dicts({b: cnt[i] * v for b, v in infos[i].details.get("bounds", {}).items()}
-                                              for i in present),
-                         "leaves": tuple(lf.name for i in present for lf in leaves[i])}))
+                async_capable=False, description=desc, kinds=kinds, inner=name, counts=tuple(cnt),
+                flops=sum(cnt[i] * infos[i].flops for i in present),
+                bounds=_sum_dicts({b: cnt[i] * v for b, v in infos[i].bounds.items()} for i in present),
+                leaves=tuple(lf.name for i in present for lf in leaves[i])))
         return out
 
 

@@ -348,12 +348,10 @@ def _with_barriers_and_lets(children, lowered, stmts, regions, buffer_map, quant
     for c, s, (r, w), (rd, wr) in zip(children, stmts, pseudo, regions, strict=True):
         name = "storage_sync" if is_storage_sync(c) else (f"let_{bound_var(c).name}" if bound_var(c) is not None
                                                            else s.name)
-        details = s.details
-        if has_sync and s.async_capable:
-            details = {**details, "not_async": BARRIER_COPY}
+        not_async = BARRIER_COPY if has_sync and s.async_capable else s.not_async
         latency = max(s.latency, float(quantum)) if w else s.latency
         out.append(replace(s, name=name, reads=s.reads + r, writes=s.writes + w, exposed=s.exposed + r,
-                           async_capable=s.async_capable and not has_sync, details=details, latency=latency))
+                           async_capable=s.async_capable and not has_sync, not_async=not_async, latency=latency))
         regs.append(({**rd, **{b: [] for b in r}}, {**wr, **{b: [] for b in w}}))
     return out, regs
 
@@ -381,7 +379,7 @@ def _build_graph(stmts, loop_name, m, q, streaming) -> Graph:
     for s in stmts:
         work = dict(s.work)
         if streaming and s.kind == "copy":  # one producer issues every copy instruction (model/throughput.py)
-            work["TMA"] = max(work.get("TMA", 0.0), s.details.get("copy", {}).get("producer_issue", 0.0))
+            work["TMA"] = max(work.get("TMA", 0.0), s.copy.producer_issue if s.copy is not None else 0.0)
         units = {u: _units(c, q) for u, c in work.items() if c > 0}
         cycles = max(units.values(), default=0)
         # registers count only while another statement still needs them

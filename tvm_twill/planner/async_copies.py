@@ -15,16 +15,17 @@ it to a wrong cp.async (a transposing or misaligned vector), that.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..errors import InfeasibleError
 from ..model import Placement, check
 from ..model.pipeline import PipelineAnnotation
+from .context import Candidate, PlanningContext
 from .stages import shared_memory
 from ..transforms import (annotation_ii, async_copies_first, async_copies_lead, async_stages_contiguous,
                          legality_violations, refine, select_async_stages, statement_deps)
 
-__all__ = ["all_copies_async", "sync_copy_reasons"]
+__all__ = ["AsyncResult", "all_copies_async", "sync_copy_reasons"]
 
 
 def _capable(ex) -> list[int]:
@@ -59,8 +60,10 @@ def _grouped_in_order(ann: PipelineAnnotation) -> PipelineAnnotation:
     return replace(ann, orders=tuple(orders))
 
 
-def _candidate(ex, sched, ann, ms, m, solved, t):
-    """(annotation, times) with every capable copy in stage ``t``, or a string saying why not."""
+def _candidate(ctx: PlanningContext, plan: Candidate, t: int):
+    """(annotation, times, ii) with every capable copy of ``plan`` in stage ``t``, or a string saying why not."""
+    ex, ms, m, sched, ann, solved = (ctx.extraction, ctx.machine, ctx.full_machine, plan.schedule, plan.annotation,
+                                     plan.solved_graph)
     cap = _capable(ex)
     stages = list(ann.stages)
     for i in cap:
@@ -90,17 +93,27 @@ def _candidate(ex, sched, ann, ms, m, solved, t):
     return cand, times, ii
 
 
-def all_copies_async(ex, sched, ann, ms, m, solved, depth: str):
-    """(schedule, annotation, depth, {copy: why it cannot join the async stage}) with the capable copies in one
-    async stage where the model allows it at the same II; the input unchanged (with the reasons) otherwise.
-    ``ms``: the single-role machine the schedule was solved on; ``m``: the target's (shared memory)."""
+@dataclass(frozen=True)
+class AsyncResult:
+    """``all_copies_async``'s answer: the plan, and ``why_not``: stage -> why the capable copies could not all
+    move there (``sync_copy_reasons`` says it per copy)."""
+
+    candidate: Candidate
+    why_not: dict[int, str]
+
+
+def all_copies_async(ctx: PlanningContext, cand: Candidate) -> AsyncResult:
+    """``cand`` with the capable copies in one async stage where the model allows it at the same II (its depth
+    note saying so); ``cand`` unchanged otherwise, with the reasons.  ``ctx.machine``: the single-role machine
+    the schedule was solved on; ``ctx.full_machine``: the target's (shared memory)."""
+    ex, sched, ann = ctx.extraction, cand.schedule, cand.annotation
     cap = _capable(ex)
     missing = [i for i in cap if ann.stages[i] not in ann.async_stages]
     if not missing or ann.num_stages == 1:
-        return sched, ann, depth, {}
+        return AsyncResult(cand, {})
     why_not, best = {}, None
     for t in sorted({ann.stages[i] for i in cap}):
-        found = _candidate(ex, sched, ann, ms, m, solved, t)
+        found = _candidate(ctx, cand, t)
         if isinstance(found, str):
             why_not[t] = found
             continue
@@ -108,18 +121,18 @@ def all_copies_async(ex, sched, ann, ms, m, solved, depth: str):
         if best is None or key < best[0]:
             best = (key, found)
     if best is None:
-        return sched, ann, depth, why_not
-    cand, times, ii = best[1]
-    g = solved or ex.graph
-    ops = {op.name: Placement(time=times[op.name], stage=cand.stages[i], order=cand.orders[i], warp=0)
+        return AsyncResult(cand, why_not)
+    moved_ann, times, ii = best[1]
+    g = cand.solved_graph or ex.graph
+    ops = {op.name: Placement(time=times[op.name], stage=moved_ann.stages[i], order=moved_ann.orders[i], warp=0)
            for i, op in enumerate(g.ops)}
     s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), tie_breaks=())
-    if check(s2, g, ms):  # pragma: no cover - annotation_ii's times satisfy the model's rules
-        return sched, ann, depth, why_not
-    moved = [ex.names[i] for i in cap if cand.stages[i] != ann.stages[i]]
-    note = (f"{depth}; {', '.join(moved)} moved to stage {cand.stages[cap[0]]} beside the other copies, so that "
-            f"every cp.async-capable copy runs asynchronously (same II under the model)")
-    return s2, cand, note, why_not
+    if check(s2, g, ctx.machine):  # pragma: no cover - annotation_ii's times satisfy the model's rules
+        return AsyncResult(cand, why_not)
+    moved = [ex.names[i] for i in cap if moved_ann.stages[i] != ann.stages[i]]
+    note = (f"{cand.depth}; {', '.join(moved)} moved to stage {moved_ann.stages[cap[0]]} beside the other copies, "
+            f"so that every cp.async-capable copy runs asynchronously (same II under the model)")
+    return AsyncResult(replace(cand, schedule=s2, annotation=moved_ann, depth=note), why_not)
 
 
 def _own_reason(i, ann, deps, ordered) -> str | None:
@@ -134,8 +147,8 @@ def _own_reason(i, ann, deps, ordered) -> str | None:
 
 def sync_copy_reasons(ex, ann: PipelineAnnotation, why_not: dict | None = None) -> tuple[tuple[str, str], ...]:
     """``(copy, reason)`` for each cp.async-capable statement outside every async stage of ``ann``, and for
-    each plain copy whose vectors cp.async cannot move as TVM lowers them (``StmtInfo.details["not_async"]``).
-    ``why_not``: stage -> why the copies could not all move there (``all_copies_async``)."""
+    each plain copy whose vectors cp.async cannot move as TVM lowers them (``StmtInfo.not_async``).
+    ``why_not``: stage -> why the copies could not all move there (``AsyncResult.why_not``)."""
     why_not = why_not or {}
     deps = statement_deps(ex.graph, data_only=True)
     ordered = {ex.graph.index(e.src) for e in ex.graph.edges if e.kind == "order" or e.distance > 0}
@@ -144,8 +157,8 @@ def sync_copy_reasons(ex, ann: PipelineAnnotation, why_not: dict | None = None) 
     for st in ex.stmts:
         i, s = st.index, ann.stages[st.index]
         if not st.async_capable:
-            if st.details.get("not_async"):  # a copy cp.async would get wrong (frontend/cp_async.py)
-                out.append((ex.names[i], f"TVM would lower it to a wrong cp.async: {st.details['not_async']}"))
+            if st.not_async:  # a copy cp.async would get wrong (frontend/cp_async.py)
+                out.append((ex.names[i], f"TVM would lower it to a wrong cp.async: {st.not_async}"))
             continue
         if s in ann.async_stages:
             continue

@@ -15,6 +15,7 @@ one of them, or the plan's, for each tuning candidate.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import Schedule
@@ -28,6 +29,7 @@ from ..transforms import (
     legality_violations,
     refine,
 )
+from .context import Candidate, PlanningContext
 from .depth import DEFAULT_MAX_STAGES, default_max_stages
 
 #: Schedules asked of the solver per annotation wanted (many schedules share an annotation).
@@ -59,9 +61,14 @@ def _key(ann: PipelineAnnotation) -> tuple:
     return (tuple(ann.stages), tuple(ann.orders), tuple(ann.async_stages))
 
 
-def plan_alternatives(ex, best: Schedule, best_ann: PipelineAnnotation, schedules, ms, m, top_k: int,
-                      max_stages: int | None) -> tuple[PlanAlternative, ...]:
-    """Up to ``top_k - 1`` alternatives to ``best_ann`` from ``schedules`` (in rank order; module docstring)."""
+def plan_alternatives(ctx: PlanningContext, plan: Candidate,
+                      schedules: Sequence[Schedule]) -> tuple[PlanAlternative, ...]:
+    """Up to ``ctx.options.top_k - 1`` alternatives to ``plan``'s annotation from ``schedules`` (in rank order;
+    module docstring), within ``ctx.options.max_stages`` (or the default bound) and the shared memory of
+    ``ctx.full_machine``; ``ctx.machine``: the single-role machine they were solved on."""
+    ex, ms, m, top_k, max_stages = ctx.extraction, ctx.machine, ctx.full_machine, ctx.options.top_k, \
+        ctx.options.max_stages
+    best, best_ann = plan.schedule, plan.annotation
     graph = ex.graph
     cap = max_stages if max_stages is not None else \
         default_max_stages(DEFAULT_MAX_STAGES if ex.trip_count is None else ex.trip_count)

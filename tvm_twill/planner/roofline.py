@@ -5,7 +5,7 @@ Glue between what the front-end or a graph file knows and the pure model
 docs/machines.md, "Throughput model"):
 
 * **A plan** (``plan_prediction``): FLOPs, per-bound cycles and copy traffic
-  come from the statements (``StmtInfo.details``); the block's threads, grid
+  come from the statements (``StmtInfo.flops`` / ``bounds`` / ``copy``); the block's threads, grid
   and register-scope buffers from the extraction; registers per thread are
   ptxas's figure when the caller has it (``registers=``), else the model's
   estimate: the kernel's register-scope buffers per thread + the schedule's
@@ -40,14 +40,14 @@ ADDRESS_REGISTERS = 32
 def _sums(stmts) -> tuple[float, dict, float, float, float]:
     flops, work, nbytes, compulsory, producer = 0.0, {}, 0.0, 0.0, 0.0
     for st in stmts:
-        flops += st.details.get("flops", 0.0)
-        for b, v in st.details.get("bounds", {}).items():
+        flops += st.flops
+        for b, v in st.bounds.items():
             work[b] = work.get(b, 0.0) + v
-        copy = st.details.get("copy", {})
-        if copy.get("bytes"):
-            nbytes += copy["bytes"]
-            compulsory += copy["bytes"] / max(1.0, copy.get("reuse", 1.0))
-            producer += copy.get("producer_issue", 0.0)
+        copy = st.copy
+        if copy is not None and copy.nbytes:
+            nbytes += copy.nbytes
+            compulsory += copy.nbytes / max(1.0, copy.reuse)
+            producer += copy.producer_issue
     return flops, work, nbytes, compulsory, producer
 
 

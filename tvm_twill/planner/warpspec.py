@@ -26,18 +26,21 @@ model checked (``model.protocol``); a kernel that fails is never returned.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import takewhile
 
 from ..errors import InputError, TwillError, UnsupportedLoopError
 from ..frontend.costs import CP_ASYNC_BYTES
 from ..frontend.ir import thread_extents
 from ..model.arch import parse_arch
-from ..model import Schedule, busy_share, check, register_peaks
+from ..model import check, register_peaks
 from ..model.groups import in_program_order, look_ahead, place_groups, rotate_turns, split_consumers, with_turns
 from ..model.pipeline import (ANNOTATION_KEYS, WS_CONSUMER_ORDER, WS_DEPTH, WS_KEYS, WS_LOOKAHEAD, WS_REGISTERS,
                              WS_SWIZZLE)
-from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits
+from .context import Candidate, PlanningContext
+from .stages import DYNAMIC, STATIC, STATIC_SMEM_BYTES, other_shared, shared_limits, shared_memory
+from .ws_plan import (REFUSED_LOOKAHEAD, REFUSED_ORDER, Alternative, ConsumerGroups, GroupsDecision, JointSolve,
+                      JointSplit, WarpSpecialization, WsDecision, WsEmitted, WsTiming)
 from .roofline import compare_variants, variant_throughput
 from ..transforms import buffer_versions
 from ..transforms.wgmma_overlap import has_wgmma
@@ -45,8 +48,8 @@ from ..transforms.ws.facts import barrier_slots
 from ..transforms.pipelines import WS_PIPELINE, emit_and_check, register
 from ..transforms.ws.lowering import protocol_limits
 
-__all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "plan_warp_specialization",
-           "register_budgets"]
+__all__ = ["WS_CHOICES", "WarpSpecialization", "apply_warp_specialization", "order_consumer_groups",
+           "plan_warp_specialization", "register_budgets"]
 
 WS_CHOICES = (False, True, "auto")
 
@@ -54,147 +57,6 @@ WS_CHOICES = (False, True, "auto")
 PRODUCER_REGISTERS = 40
 #: Most registers per thread a consumer asks for (setmaxnreg takes 24..256 in steps of 8; ptxas caps at 255).
 CONSUMER_REGISTER_CAP = 240
-
-
-@dataclass(frozen=True)
-class WarpSpecialization:
-    """The warp-specialization decision for one loop, and what the transform emits when it is taken.
-
-    ``roles``: role name -> statements it runs.  ``ring_depth``: slots of
-    the producer/consumer ring.  ``barriers``: what each barrier is for
-    (mbarrier arrays ``ws_full[s]`` / ``ws_empty[s]`` and named barrier ids).
-    ``registers``: setmaxnreg (producer, consumer) per thread, or None.
-    ``register_peaks``: the joint schedule's modelled peak registers per
-    thread of the (producer, consumer) roles (tiles handed between
-    statements; accumulators are the same whatever the schedule and are
-    not counted), checked to fit ``registers``.
-    ``ii_swp_cycles`` / ``ii_ws_cycles``: the ii of the one-role plan and of
-    the joint schedule with a producer, in machine cycles: the schedule the
-    kernel runs.  ``joint_split``: when the joint optimum on the full
-    machine spreads the consumer statements over several warp roles (a
-    statement partition, which no TIR kernel runs: every consumer warp runs
-    every statement), ``(roles, ii in cycles)`` of that optimum; the
-    consumers are then re-solved as one role and ``ii_ws_cycles`` is
-    that ii (never the unreachable one).  ``facts`` and
-    ``protocol``: what the transform emitted and the model check of it.
-    ``consumer_order``: when the consumer warps split into two groups and
-    the joint schedule of that split (``model.groups``) has a smaller ii,
-    the token order the named barriers enforce (``ii_ws_cycles`` is then
-    that ii); ``turn_sections``: the runs of tensor-core statements the
-    groups take turns on, one turn each per iteration (the emitted kernel
-    must take as many); ``lookahead``: the turn issues the first run of
-    iteration k, then the last run of k - 1 left in flight
-    (``transforms.ws.look_ahead``), and ``no_lookahead`` is the plan with the
-    turn across the back edge, applied instead if the transform refuses it;
-    ``groups_ii_cycles`` / ``groups_note``: the ii of
-    the split and why it was or was not taken; ``one_group``: the plan with
-    one consumer group, applied instead if the transform refuses the order.
-    ``solved_graph`` / ``solved_machine``: the graph and machine ``schedule`` was solved on (as the
-    solver prepared them: what ``PipelinePlan.plot`` draws).
-    ``depth_note``: why the ring is shallower than the pipeline's buffer
-    versions (shared memory, or fewer slots hide the copies' latency at the
-    schedule's ii), or None.
-    ``layout_note``: why the rings were emitted without the 128-byte swizzle
-    they qualified for (their alignment pads past shared memory), or None;
-    each ring's layout is in ``facts.operand_layouts``.
-    """
-
-    chosen: bool
-    reason: str
-    ii_swp_cycles: int
-    ii_ws_cycles: int | None
-    schedule: Schedule | None = None
-    roles: dict | None = None
-    ring_depth: int | None = None
-    barriers: dict | None = None
-    registers: tuple[int, int] | None = None
-    copy: str | None = None
-    facts: object = None
-    protocol: object = None
-    joint_split: tuple[int, int] | None = None
-    register_peaks: tuple[int, int] | None = None
-    consumer_order: tuple[int, ...] | None = None
-    groups_ii_cycles: int | None = None
-    groups_note: str | None = None
-    one_group: object = None
-    layout_note: str | None = None
-    depth_note: str | None = None
-    solved_graph: object = None
-    solved_machine: object = None
-    turn_sections: tuple = ()
-    lookahead: bool = False
-    no_lookahead: object = None
-
-    @property
-    def tir_pipeline(self) -> str | None:
-        return WS_PIPELINE if self.chosen else None
-
-    @property
-    def annotations(self) -> dict:
-        """The loop annotations the transform reads."""
-        out = {WS_DEPTH: self.ring_depth}
-        if self.registers is not None:
-            out[WS_REGISTERS] = list(self.registers)
-        if self.consumer_order is not None:
-            out[WS_CONSUMER_ORDER] = list(self.consumer_order)
-        if self.lookahead:
-            out[WS_LOOKAHEAD] = 1
-        return out
-
-    def explain(self) -> str:
-        lines = [f"warp specialization: {self.reason}"]
-        if self.joint_split is not None:
-            roles, ii = self.joint_split
-            lines.append(f"  the joint optimum on the full machine ({ii} cycles) runs the consumer statements as "
-                         f"{roles} warp roles; a TIR kernel runs every consumer statement on every consumer warp "
-                         f"(a statement partition would move threads' work), so the consumers were solved as "
-                         f"one role: ii {self.ii_ws_cycles} cycles")
-        if self.groups_note is not None:
-            lines.append(f"  consumer groups: {self.groups_note}")
-        if self.chosen and self.schedule is not None and self.solved_graph is not None:
-            lines.append(f"  tensor core busy {busy_share(self.schedule, self.solved_graph, 'TC'):.0%} of the "
-                         f"steady state (ii {self.ii_ws_cycles} cycles, as the kernel runs)")
-        if self.chosen:
-            for role, stmts in self.roles.items():
-                lines.append(f"  {role}: {', '.join(stmts)}")
-            engine = {"bulk": "TMA (the full barrier completes by bytes)",
-                      "cp.async": "cp.async (each lane's copies arrive on the full barrier)"}.get(
-                self.copy, "TMA or cp.async (decided when the kernel is emitted)")
-            lines.append(f"  ring: {self.ring_depth} slots, copies by {engine}; barriers: "
-                         + "; ".join(f"{k} = {v}" for k, v in self.barriers.items()))
-            if self.depth_note:
-                lines.append(f"  {self.depth_note}")
-            if self.facts is not None and self.facts.copy_plans:
-                lines.append("  producer copies per slot: " + "; ".join(self.facts.copy_plans))
-            if self.facts is not None and self.facts.operand_layouts:
-                lines.append("  wgmma operand layouts: " + "; ".join(self.facts.operand_layouts))
-            if self.layout_note:
-                lines.append(f"  {self.layout_note}")
-            if self.facts is not None and self.facts.order_lookahead:
-                lines.append(f"  consumer look-ahead: each turn issues the first wgmma run of iteration k, then the "
-                             f"last run of k-1 ({self.facts.wgmma_groups} commit groups) left in flight to a "
-                             "wgmma.wait_group 0 before the first statement that depends on it, slot k-1 released "
-                             "after that wait; the last iteration's run takes one more turn after the loop")
-            elif self.facts is not None and self.facts.release_lag:
-                lines.append(f"  consumer wgmma: {self.facts.wgmma_groups} commit groups per iteration stay in "
-                             f"flight (wgmma.wait_group {self.facts.wgmma_wait}), slot k-1 released after it")
-            if self.registers:
-                lines.append(f"  setmaxnreg: producer {self.registers[0]}, consumers {self.registers[1]} "
-                             "registers per thread")
-            if self.register_peaks:
-                lines.append(f"  the joint schedule's register peaks per thread (tiles between statements, "
-                             f"accumulators excluded): producer {self.register_peaks[0]}, consumers "
-                             f"{self.register_peaks[1]}")
-            if self.facts is not None and self.facts.order:
-                lines.append(f"  consumer groups {', '.join(map(str, self.facts.order))} take turns (named barriers "
-                             f"{', '.join(str(1 + g) for g in sorted(self.facts.order))}, "
-                             f"{self.facts.order_threads} threads each)")
-            if self.protocol is not None:
-                lines.append(f"  protocol model check: no deadlock, overwrite or early read in "
-                             f"{self.protocol.states} states ({self.protocol.iterations} iterations)")
-            lines.append(f"  compile as planned with tvm_twill.build(mod, target, plan) (tvm.compile under "
-                         f"plan.pass_context() with tir_pipeline={WS_PIPELINE!r})")
-        return "\n".join(lines)
 
 
 def register_budgets(consumer_threads: int, producer_threads: int = 128,
@@ -237,44 +99,44 @@ def _has_wgmma(func) -> bool:
     return has_wgmma([func.body])
 
 
-def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int, q: int):
+def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int, q: int) -> GroupsDecision:
     """Should the consumer warps of ``func`` run as ``CONSUMER_GROUPS`` ordered groups?  Solves the split
     loop (``model.groups``: ``graph``, in program order, split over the groups, with the round-robin turns of
     its tensor-core sections, as ``transforms.ws.consumer_order`` emits them) on a machine of one producer and
-    that many consumer roles.  Returns ``(order, (schedule, split graph, machine) or None, note, sections,
-    plain)``; ``order`` is None unless the ii is smaller than ``one_ii`` (one group's) and the schedule, each
-    group on a role of its own, passes the checker.  When a wgmma body's turn spans the back edge and the
-    look-ahead turn (``_look_ahead``) beats it, the schedule is the look-ahead's and ``plain`` is
-    ``((schedule, split graph, machine), note)`` of the turn across the back edge (the fallback); else None."""
+    that many consumer roles.  The decision's ``order`` is None unless the ii is smaller than ``one_ii`` (one
+    group's) and the schedule, each group on a role of its own, passes the checker.  When a wgmma body's turn
+    spans the back edge and the look-ahead turn (``_look_ahead``) beats it, the schedule is the look-ahead's
+    and ``no_lookahead`` the decision with the turn across the back edge (the fallback)."""
     warps, g = _consumer_threads(func) // 32, CONSUMER_GROUPS
     if warps % g or (_has_wgmma(func) and (warps // g) % 4):
         whole = " of whole warp groups (wgmma)" if _has_wgmma(func) else ""
-        return None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}", (), None
+        return GroupsDecision(None, None, f"one group: {warps} consumer warps do not split into {g} groups{whole}")
     rotated, sections = rotate_turns(graph, names)
     wraps, graph = rotated is not graph, rotated   # the first turn spans the back edge
     if not sections:
-        return None, None, (f"one group: no consumer statement uses the tensor core, so {g} groups would have "
-                            "nothing to take turns on"), (), None
+        return GroupsDecision(None, None, f"one group: no consumer statement uses the tensor core, so {g} groups "
+                                          "would have nothing to take turns on")
     split = with_turns(split_consumers(graph, names, g), sections, g)
     on = replace(machine.generic_roles(), warp_groups=g + 1)
     gopts = replace(opts, time_limit=min(opts.time_limit, GROUPS_TIME_LIMIT))
     try:
         sched = solve(split, on, options=gopts)
     except TwillError as e:
-        return None, None, f"one group: {g} groups have no joint schedule ({str(e).splitlines()[0]})", sections, None
+        return GroupsDecision(None, None, f"one group: {g} groups have no joint schedule "
+                                          f"({str(e).splitlines()[0]})", sections)
     ii = sched.ii * q
     proof = _proof(sched, q)
     if sched.ii >= one_ii:
-        return None, (sched, split, on), (f"one group: {g} groups of {warps // g} warps reach ii {ii} "
-                                          f"cycles{proof}, no better than one group's {one_ii * q}"), sections, None
+        return GroupsDecision(None, JointSolve(sched, split, on), f"one group: {g} groups of {warps // g} warps reach "
+                              f"ii {ii} cycles{proof}, no better than one group's {one_ii * q}", sections)
     from ..solvers import prepare
     placed = place_groups(sched, split, names, g)
     prep = prepare(split, on, opts)
     bad = check(placed, prep.graph, prep.machine)
     if bad:
-        return None, (sched, split, on), (f"one group: the joint schedule of {g} groups (ii {ii} cycles) with "
-                                          f"each group on a warp role of its own fails the checker ({bad[0]})"), \
-            sections, None
+        return GroupsDecision(None, JointSolve(sched, split, on), f"one group: the joint schedule of {g} groups (ii "
+                              f"{ii} cycles) with each group on a warp role of its own fails the checker ({bad[0]})",
+                              sections)
     order = tuple(range(g))
     turns = "; ".join(", ".join(sec) for sec in sections)
     if wraps:
@@ -283,8 +145,9 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
             f"iteration: {turns}; the rest of each group's work runs under the other group's turns): ii {ii} "
             f"cycles{proof} vs {one_ii * q} with one group")
     ahead = _look_ahead(func, split, sections, g, on, gopts, solve, names, opts, sched.ii, q) if wraps else None
+    across = GroupsDecision(order, JointSolve(placed, split, on), note, sections)  # no look-ahead: its fallback
     if ahead is None:
-        return order, (placed, split, on), note, sections, None
+        return across
     sched2, split2, proof2 = ahead
     first = list(takewhile(lambda n: n in sections[0], (op.name for op in graph.ops if op.name not in names)))
     last = [n for n in sections[0] if n not in first]     # the turn: the last run, then the first (rotate_turns)
@@ -293,7 +156,7 @@ def order_consumer_groups(func, graph, names, machine, opts, solve, one_ii: int,
              f"statement depends on it; the rest of each group's work runs under its own in-flight GEMM and the other "
              f"group's turns): ii {sched2.ii * q} cycles{proof2} vs {ii} with the turn across the back edge, "
              f"{one_ii * q} with one group")
-    return order, (sched2, split2, on), note2, sections, ((placed, split, on), note)
+    return GroupsDecision(order, JointSolve(sched2, split2, on), note2, sections, no_lookahead=across)
 
 
 def _look_ahead(func, split, sections, g, on, gopts, solve, names, opts, ii: int, q: int):
@@ -359,11 +222,11 @@ def _no_producer_copy(ex) -> str:
         return "has no global->shared copy for a producer warp"
     parts = []
     for s in found:
-        sizes = s.details.get("vector_bytes", ())
+        sizes = s.vector_bytes
         if sizes and any(v not in CP_ASYNC_BYTES for v in sizes):
             parts.append(f"'{s.name}' moves {'/'.join(map(str, sizes))}-byte vectors per thread")
-        elif s.details.get("not_async"):  # a transposing or misaligned vector (frontend/cp_async.py)
-            parts.append(f"'{s.name}': {s.details['not_async']}")
+        elif s.not_async:  # a transposing or misaligned vector (frontend/cp_async.py)
+            parts.append(f"'{s.name}': {s.not_async}")
         else:
             parts.append(f"'{s.name}' is not a plain element-for-element copy")
     return (f"has global->shared copies, but none a producer warp's cp.async can run ({'; '.join(parts)}; "
@@ -371,10 +234,11 @@ def _no_producer_copy(ex) -> str:
             "one of those sizes")
 
 
-def _by_throughput(ex, swp_plan, ii_swp: int, ii_ws: int, ring_bytes: int, budgets) -> tuple[bool, str]:
+def _by_throughput(ex, swp_plan: Candidate, ii_swp: int, ii_ws: int, ring_bytes: int, budgets) -> tuple[bool, str]:
     """(the producer variant is better, why): compared by predicted throughput per SM (occupancy
     counted: ``roofline.compare_variants``), by ii where the machine has no chip figures."""
-    pair = compare_variants(ex, swp_plan.schedule, ii_swp, swp_plan.smem_bytes, ii_ws, ring_bytes, budgets)
+    smem = sum(b for _, b in shared_memory(ex, swp_plan.annotation).values())  # the one-role plan's versions
+    pair = compare_variants(ex, swp_plan.schedule, ii_swp, smem, ii_ws, ring_bytes, budgets)
     if pair is None:
         return ii_ws < ii_swp, f"has ii {ii_ws} cycles vs the one-role pipeline's {ii_swp} cycles"
     plain, ws = pair
@@ -438,72 +302,78 @@ def _roles_and_barriers(ex, copies, order) -> tuple[dict, dict]:
     return roles, barriers
 
 
-def plan_warp_specialization(sch, ref, ex, swp_plan, machine, arch: str, choice, solve,
-                             time_limit: float) -> WarpSpecialization:
-    """Decide and (when chosen and ``apply``) write the warp specialization of ``ref`` (see module doc)."""
+def plan_warp_specialization(sch, ref, ctx: PlanningContext, swp_plan: Candidate, arch: str) -> WarpSpecialization:
+    """Decide the warp specialization of ``ref`` against ``swp_plan``, its one-role plan (see module doc):
+    ``ctx.options.warp_specialize`` (``WS_CHOICES``), solved on ``ctx.full_machine`` within
+    ``ctx.options.time_limit`` by ``ctx.solve``."""
+    ex, choice, solve = ctx.extraction, ctx.options.warp_specialize, ctx.solve
     if choice not in WS_CHOICES:
         raise InputError(f"warp_specialize must be False, True or 'auto', got {choice!r}")
     q = ex.quantum
     ii_swp = swp_plan.schedule.ii * q
-    machine = machine.generic_roles()  # the kernel emitted here has a producer and consumer warps, not FA4's
+    machine = ctx.full_machine.generic_roles()  # the kernel emitted here has a producer and consumer warps
     copies = [s for s in ex.stmts if s.async_capable]
     if not copies:
         why = _no_producer_copy(ex)
         if choice is True:
             raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}' {why}")
-        return WarpSpecialization(False, f"not specialized: the loop {why}", ii_swp, None)
+        return WarpSpecialization(False, f"not specialized: the loop {why}", WsTiming(ii_swp))
     depth, slot, depth_note, limit = _ring_depth(ex, swp_plan.annotation, copies, machine)
     if depth < 2:
         if choice is True:
             raise UnsupportedLoopError(f"warp specialization: loop '{ex.loop}': two ring slots of {slot} B "
                                        f"do not fit {limit}: plan a smaller tile, the dynamic pool "
                                        "('shared.dyn') or without warp_specialize")
-        return WarpSpecialization(False, f"not specialized: {depth_note}", ii_swp, None)
+        return WarpSpecialization(False, f"not specialized: {depth_note}", WsTiming(ii_swp))
     names = {s.name for s in copies}
     # the consumers run their statements in program order, one iteration after the other (model.groups)
     graph = in_program_order(ex.graph.replace(ops=tuple(replace(op, variable_latency=True) if op.name in names
                                                         else op for op in ex.graph.ops), machine=machine), names)
     from ..solvers import SolveOptions, prepare
-    opts = SolveOptions(time_limit=time_limit, streaming_depth=depth)
+    opts = SolveOptions(time_limit=ctx.options.time_limit, streaming_depth=depth)
     solved_on = machine
-    ws = solve(graph, solved_on, options=opts)
+    one = solve(graph, solved_on, options=opts)
     split = None
-    consumer_roles = {p.warp for n, p in ws.ops.items() if n not in names}
+    consumer_roles = {p.warp for n, p in one.ops.items() if n not in names}
     if len(consumer_roles) > 1:  # the kernel has one consumer group: solve what it runs
-        split = (len(consumer_roles), ws.ii * q)
+        split = JointSplit(len(consumer_roles), one.ii * q)
         solved_on = replace(machine, warp_groups=2)  # role 1 streams, role 0 runs the rest
-        ws = solve(graph, solved_on, options=opts)
-    order, grouped, note, sections, plain = order_consumer_groups(sch.mod[ref.func], graph, names, machine, opts,
-                                                                  solve, ws.ii, q)
-    groups_ii = grouped[0].ii * q if grouped is not None else None
+        one = solve(graph, solved_on, options=opts)
+    decided = order_consumer_groups(sch.mod[ref.func], graph, names, machine, opts, solve, one.ii, q)
+    groups_ii = decided.solved.schedule.ii * q if decided.solved is not None else None
 
-    def finish(ws, graph, solved_on, order, note, one_group=None, no_lookahead=None):
-        ii_ws = ws.ii * q
+    def finish(joint: JointSolve, order, note: str, alternatives: tuple[Alternative, ...] = (),
+               lookahead: bool = False) -> WarpSpecialization:
+        ii_ws = joint.schedule.ii * q
         ring, ring_note = _latency_depth(depth, ex, names, ii_ws, depth_note)  # the schedule holds with fewer slots
         threads = _consumer_threads(sch.mod[ref.func])
         budgets = (register_budgets(threads) if parse_arch(arch).setmaxnreg and threads % 128 == 0  # whole warp
                    else None)                                                                        # groups
         better, versus = _by_throughput(ex, swp_plan, ii_swp, ii_ws, ring * slot, budgets)
+        timing = WsTiming(ii_swp, ii_ws, split)
         if choice == "auto" and not better:
             return WarpSpecialization(False, f"not specialized: the joint schedule with a producer warp {versus} "
-                                      "(warp_specialize=True forces it)", ii_swp, ii_ws, schedule=ws,
-                                      joint_split=split, groups_ii_cycles=groups_ii, groups_note=note)
+                                      "(warp_specialize=True forces it)", timing, schedule=joint.schedule,
+                                      groups=ConsumerGroups(ii_cycles=groups_ii, note=note))
         why = (f"specialized: {versus}" if better else f"specialized on request (warp_specialize=True): {versus}")
-        prepared = prepare(graph, solved_on, opts)  # the graph as solved
-        peak = _role_register_peaks(ws, prepared.graph, names, budgets)
+        prepared = prepare(joint.graph, joint.machine, opts)  # the graph as solved
+        peak = _role_register_peaks(joint.schedule, prepared.graph, names, budgets)
         roles, barriers = _roles_and_barriers(ex, copies, order)
-        return WarpSpecialization(True, why, ii_swp, ii_ws, schedule=ws, roles=roles, ring_depth=ring,
-                                  barriers=barriers, registers=budgets, joint_split=split, register_peaks=peak,
-                                  consumer_order=order, groups_ii_cycles=groups_ii, groups_note=note,
-                                  one_group=one_group, depth_note=ring_note, solved_graph=prepared.graph,
-                                  solved_machine=prepared.machine, turn_sections=sections if order else (),
-                                  lookahead=no_lookahead is not None, no_lookahead=no_lookahead)
+        return WarpSpecialization(
+            True, why, timing, schedule=joint.schedule,
+            decision=WsDecision(roles, ring, barriers, budgets, peak, ring_note, prepared.graph, prepared.machine),
+            groups=ConsumerGroups(order, decided.sections if order else (), lookahead, groups_ii, note),
+            alternatives=alternatives)
 
-    if order is None:
-        return finish(ws, graph, solved_on, None, note)
-    base = finish(ws, graph, solved_on, None, note)
-    wrapped = None if plain is None else finish(*plain[0], order, plain[1], one_group=base)
-    return finish(grouped[0], grouped[1], grouped[2], order, note, one_group=base, no_lookahead=wrapped)
+    base = finish(JointSolve(one, graph, solved_on), None, decided.note)
+    if decided.order is None:
+        return base
+    fallback = (Alternative(REFUSED_ORDER, base),)
+    plain = decided.no_lookahead
+    if plain is not None:  # the look-ahead turn, else the turn across the back edge, else one group
+        fallback = (Alternative(REFUSED_LOOKAHEAD, finish(plain.solved, plain.order, plain.note, fallback)),
+                    *fallback)
+    return finish(decided.solved, decided.order, decided.note, fallback, lookahead=plain is not None)
 
 
 def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None = None, *,
@@ -521,19 +391,16 @@ def apply_warp_specialization(sch, ref, ws: WarpSpecialization, target, smem_lim
 
 
 def _apply(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None) -> WarpSpecialization:
+    """``ws``, else its alternatives in order, each with the note of what the transform refused before it."""
     saved = {k: ref.node.annotations[k] for k in (*ANNOTATION_KEYS, *WS_KEYS) if k in (ref.node.annotations or {})}
-    try:
-        return _attempt(sch, ref, ws, target, smem_limit, saved)
-    except UnsupportedLoopError as e:
-        why = str(e).removeprefix("warp specialization: ")
-        if ws.no_lookahead is not None:
-            plain = replace(ws.no_lookahead, groups_note=f"{ws.no_lookahead.groups_note}; the transform refused "
-                                                         f"the look-ahead turn ({why})")
-            return _apply(sch, ref, plain, target, smem_limit)
-        if ws.one_group is None:
-            raise
-        one = replace(ws.one_group, groups_note=f"one group: the transform refused the ordered groups ({why})")
-        return _attempt(sch, ref, one, target, smem_limit, saved)
+    plan, rest = ws, ws.alternatives
+    while True:
+        try:
+            return _attempt(sch, ref, plan, target, smem_limit, saved)
+        except UnsupportedLoopError as e:
+            if not rest:
+                raise
+            plan, rest = rest[0].noted(str(e).removeprefix("warp specialization: ")), rest[1:]
 
 
 def _attempt(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None, saved: dict) -> WarpSpecialization:
@@ -596,4 +463,4 @@ def _emit(sch, ref, ws: WarpSpecialization, target, smem_limit: int | None) -> W
                                    f"shared memory, more than the {smem_limit} B a block has: plan a smaller "
                                    "tile or without warp_specialize")
     register(WS_PIPELINE)
-    return replace(ws, facts=facts, protocol=report, copy=facts.copy, layout_note=layout_note)
+    return replace(ws, emitted=WsEmitted(facts, report, layout_note))
