@@ -34,6 +34,11 @@ LENGTH_RLIMIT = 5_000_000
 TIE_BREAK_RLIMIT = 1_000_000
 #: rlimit of all tie-break queries of one solve together (length, registers, times).
 TIE_BREAK_TOTAL_RLIMIT = 20_000_000
+#: rlimit of one window re-solve of a structural incumbent (``incumbents``: a few ops free, the rest fixed).
+WINDOW_RLIMIT = 2_000_000
+#: rlimit of each query of the scan at a structural incumbent's ii: the scan's own queries there, so that
+#: when z3 answers within it the answer is the one the scan would have found without the incumbent.
+CONFIRM_RLIMIT = 2_000_000
 
 
 def _clock() -> float:

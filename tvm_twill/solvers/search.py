@@ -35,6 +35,12 @@ At scale (20-40 ops), three steps come first (see ``heuristic``,
 * interchangeable copies (heads, sub-tiles) are ordered by time in the z3
   model (``symmetry.order_constraints``), which removes their k! symmetric
   schedules from every refutation.
+* when the heuristic's incumbent is above the lower bound, ``incumbents``
+  looks for better ones from the graph's structure (copies interleaved,
+  the unit graph of a common factor); one replaces the
+  heuristic's only at a strictly smaller ii, and at its ii the scan's own
+  queries still run within ``CONFIRM_RLIMIT``, so that where z3 finds a
+  schedule there the answer is the one the scan would have given without it.
 
 Anytime answers.  When the deadline passes while an ii below the incumbent
 is being decided, the search returns the incumbent with ``optimal`` false
@@ -77,25 +83,29 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..errors import GraphError, InfeasibleError, InputError, SolverTimeoutError
-from ..model import Attempt, Graph, LowerBound, TieBreak, check, get_machine, make_schedule, rec_mii, res_mii
+from ..model import Attempt, Graph, LowerBound, check, get_machine, make_schedule, rec_mii, res_mii
 from ..model.families import Bound, Family
 from ..model.graph import MAX_INT
 from .symmetry import canonical_named_roles
-from .limits import LENGTH_RLIMIT, TIE_BREAK_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
+from .limits import CONFIRM_RLIMIT, TIE_BREAK_TOTAL_RLIMIT, Deadline
 from .fallback import SERIAL, serial_schedule
 from .heuristic import Incumbent, register_peak
 from .heuristic import incumbent as find_incumbent
+from .incumbents import COPIES, REDUCTION, improve
 from .progress import Progress
 from .prune import refute_every_ii
-from .smt import JointProblem, SmtResult
+from .smt import SOLVER, JointProblem, SmtResult
 from .symmetry import order_constraints
+from .tiebreaks import critical_path, untried_tie_breaks
+from .tiebreaks import shortest as _shortest
 from .topk import check_top_k, more_schedules, top_list
 
-SOLVER = "smt"
 #: ``Attempt.solver`` of the incumbent heuristic's schedule.
 HEURISTIC = "heuristic"
 #: Share of the time left that the incumbent heuristic may use.
 HEURISTIC_SHARE = 0.3
+#: ``Attempt.solver`` of the incumbents from the graph's structure (``incumbents``).
+STRUCTURAL = (REDUCTION, COPIES)
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,9 @@ class SolveOptions:
     ``progress``: a callback taking ``progress.Progress`` reports (None: silent).
     ``top_k``: also find the next best schedules, distinct up to renaming, up to
     ``top_k`` in all (``topk``; the schedule's ``alternatives``).
+    ``incumbents``: when the heuristic's incumbent is above the lower bound, look for
+    better ones from the graph's structure (``incumbents``: copies interleaved, the unit
+    graph of a common factor); needs ``heuristic``.
     """
 
     time_limit: float = 30.0
@@ -133,6 +146,7 @@ class SolveOptions:
     symmetry: bool = True
     progress: Callable | None = field(default=None, compare=False)
     top_k: int = 1
+    incumbents: bool = True
 
     def __post_init__(self):
         check_top_k(self.top_k)
@@ -154,7 +168,7 @@ def _check_fields(o: SolveOptions) -> None:
               ("max_ii", o.max_ii is None or whole(o.max_ii), "an integer >= 1 or None"),
               ("progress", o.progress is None or callable(o.progress), "a callable or None")]
     checks += [(f, isinstance(getattr(o, f), bool), "True or False")
-               for f in ("cross_warp_sync", "heuristic", "fallback", "symmetry")]
+               for f in ("cross_warp_sync", "heuristic", "fallback", "symmetry", "incumbents")]
     for name, ok, want in checks:
         if not ok:
             raise InputError(f"SolveOptions: {name} must be {want}, got {getattr(o, name)!r}")
@@ -273,9 +287,10 @@ def solve(graph, machine=None, *, time_limit: float | None = None, options: Solv
 
 
 def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadline: Deadline | None = None,
-                   progress: Callable | None = None):
+                   progress: Callable | None = None, tie_breaks: bool = True):
     """``solve`` on a graph that ``prepare`` already normalized (so a caller that
     also needs the prepared graph, like the CLI's report, prepares it once).
+    ``tie_breaks`` False: the first schedule at the best ii, as found (an incumbent's sub-solve).
 
     The time limit: ``deadline`` if given, else the deadline ``prepare``
     started, unless ``options`` asks for a different ``time_limit`` than
@@ -330,6 +345,9 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
 
     # (scale) The incumbent: an upper bound on ii, and the anytime answer.
     inc, no_serial = _first_schedule(g, m, lb, max_ii, opts, dl, attempts)
+    if opts.heuristic and opts.incumbents and (inc is None or inc.ii > lb):
+        inc = improve(g, m, lb, inc, solve=_sub_solver(m, opts), deadline=dl, cross_warp_sync=opts.cross_warp_sync,
+                      attempts=attempts)
     if opts.heuristic or inc is not None:
         emit("incumbent", lb, inc)
 
@@ -347,8 +365,9 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         """ii is proven optimal and ``first`` is a schedule there: tie-breaks, check."""
         emit("tie-breaks", ii, ii, ii)  # a schedule at the proven optimal ii is in hand
         times, warps, ties = (first.times, first.warps, untried_tie_breaks(g, ii, first.times, first.warps)) \
-            if problem is None else \
-            _shortest(problem, first, ii, g, attempts, dl.ending_earlier(_finish_reserve(dl, built[0])), proven(ii))
+            if problem is None or not tie_breaks else \
+            _shortest(problem, first, ii, g, attempts, dl.ending_earlier(_finish_reserve(dl, built[0])), proven(ii),
+                      TIE_BREAK_TOTAL_RLIMIT)
         sched = make_schedule(
             g, m.name, ii, times, warps, {op.name: op.cycles for op in g.ops},
             optimal=True, lower_bound=LowerBound(ii=ii, resource=res, recurrence=rec),
@@ -413,13 +432,18 @@ def solve_prepared(prep: Prepared, options: SolveOptions | None = None, *, deadl
         return optimum(problem, r, ii, dl.elapsed())  # every smaller ii refuted: ii is optimal
     if inc is not None:
         # Every ii in [lb, inc.ii) is proven impossible: the incumbent's ii is optimal.
+        if tie_breaks and inc.seed in STRUCTURAL:  # z3's own schedule there, when it finds one within budget
+            confirmed = _confirm(g, m, inc.ii, opts, sdl, window, order, attempts)
+            if confirmed is not None:
+                return optimum(*confirmed, inc.ii, dl.elapsed())
         # The tie-breaks start from the incumbent (z3 looks for shorter schedules).
         proof_seconds = dl.elapsed()
         first = SmtResult("sat", times=inc.times, warps=inc.warps, length=inc.length,
                           reg_peak=register_peak(g, inc.ii, inc.times, inc.warps))
         try:
             b0 = dl.elapsed()
-            problem = JointProblem(g, m, inc.ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl, order=order)
+            problem = JointProblem(g, m, inc.ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl,
+                                   order=order) if tie_breaks else None
             built[0] = dl.elapsed() - b0
         except SolverTimeoutError:
             problem = None  # out of time: the incumbent as it is (its ii is still optimal)
@@ -456,6 +480,37 @@ def _first_schedule(g, m, lb: int, max_ii: int, opts: SolveOptions, dl: Deadline
     return Incumbent(s.ii, length, s.times, s.warps, SERIAL, seconds), None
 
 
+def _sub_solver(m, opts: SolveOptions):
+    """``solve(graph, deadline, machine=m)`` for ``incumbents.improve``: the whole search on a part of
+    the prepared graph (a unit graph, one copy), no tie-breaks; None when it has no schedule."""
+    def run(graph, deadline: Deadline, machine=None):
+        prep = Prepared(graph=graph, machine=machine or m, normalization=None, streaming=())
+        try:
+            return solve_prepared(prep, replace(opts, progress=None, top_k=1, max_ii=None), deadline=deadline,
+                                  tie_breaks=False)
+        except (InfeasibleError, SolverTimeoutError):
+            return None
+    return run
+
+
+def _confirm(g, m, ii: int, opts: SolveOptions, dl: Deadline, window: int, order: tuple, attempts: list):
+    """(problem, z3's schedule) from the scan's own queries at ``ii`` (the window first, then without
+    it), each within ``CONFIRM_RLIMIT``; None when z3 finds none within it (or in time)."""
+    t0 = _time.perf_counter()
+    try:
+        problem = JointProblem(g, m, ii, cross_warp_sync=opts.cross_warp_sync, deadline=dl, order=order)
+    except SolverTimeoutError:
+        return None
+    r = problem.solve(max_length=window + ii, deadline=dl, rlimit=CONFIRM_RLIMIT)
+    if r.status == "sat":
+        attempts.append(Attempt(ii, window + ii, "sat", _time.perf_counter() - t0, solver=SOLVER))
+    elif r.status == "unsat" and Bound.LENGTH in r.core:
+        attempts.append(Attempt(ii, window + ii, "unsat", _time.perf_counter() - t0, reason=" + ".join(r.core),
+                                solver=SOLVER))
+        r = problem.solve(deadline=dl, rlimit=CONFIRM_RLIMIT)
+    return (problem, r) if r.status == "sat" else None
+
+
 def _family(core: tuple) -> str:
     for f in Family.MOST_SPECIFIC_FIRST:
         if f in core:
@@ -469,104 +524,3 @@ def _finish_reserve(dl: Deadline, build_seconds: float) -> float:
     model's build time (a 56-op graph: 3.1 s to build, 0.38 s to free; bench/solver_generated.py
     measures the wall times).  5% of the limit (at most a second) plus a fifth of the build."""
     return 0.0 if dl.limit is None else min(1.0, 0.05 * dl.limit) + 0.2 * build_seconds
-
-
-def length_floor(graph) -> int:
-    """No schedule of ``graph`` is shorter: its critical path, and its longest op."""
-    return max(critical_path(graph), max(op.cycles for op in graph.ops))
-
-
-def untried_tie_breaks(graph, ii: int, times: dict, warps: dict) -> tuple:
-    """The tie-breaks of a schedule whose length and registers were not minimized: the length against
-    ``length_floor``, the register peak without a bound."""
-    length = max(times[op.name] + op.cycles for op in graph.ops)
-    return (TieBreak("length", length, length_floor(graph)),
-            TieBreak("register peak", register_peak(graph, ii, times, warps)))
-
-
-def critical_path(graph) -> int:
-    """A lower bound on the length: the longest distance-0 dependence chain,
-    ending with its last op's cycles (times are >= 0, spills only add)."""
-    from ..model import topological_order
-    asap = {n: 0 for n in graph.names}
-    for n in topological_order(graph):
-        for e in graph.out_edges(n):
-            if e.distance == 0:
-                asap[e.dst] = max(asap[e.dst], asap[n] + e.delay)
-    return max(asap[op.name] + op.cycles for op in graph.ops)
-
-
-def _shortest(problem, first, ii, g, attempts, dl: Deadline, proven: str):
-    """Tie-breaks at the optimal ii (see the module docstring): shortest length,
-    then lowest per-warp register peak, then latest issue times.  Returns (times,
-    warps, the length's and register peak's ``TieBreak``s: what was proven of each).
-
-    Every query is bounded by its rlimit and all of them together by
-    TIE_BREAK_TOTAL_RLIMIT (deterministic); a query that exhausts its budget
-    ends its tie-break.  The deadline passing ends them all (anytime: ii is
-    proven optimal, the best schedule so far is kept)."""
-    def length(times):
-        return max(times[op.name] + op.cycles for op in g.ops)
-
-    best = first
-    spent = 0
-    stopped = False
-
-    def query(what: str, cap: int, **kw):
-        """The query's result, or None when the total budget is spent (deterministic)
-        or the deadline passed (then every later query is None too)."""
-        nonlocal spent, stopped
-        budget = min(cap, TIE_BREAK_TOTAL_RLIMIT - spent)
-        if budget <= 0 or stopped:
-            return None
-        t0 = _time.perf_counter()
-        try:
-            r = problem.solve(deadline=dl, rlimit=budget, minimize_core=False, **kw)
-        except SolverTimeoutError:
-            r = SmtResult("timeout")
-        spent += r.rlimit_used
-        if r.status == "timeout":
-            # (scale) anytime: keep the best schedule at the proven optimal ii
-            attempts.append(Attempt(ii, kw.get("max_length"), "timeout", _time.perf_counter() - t0, solver=SOLVER))
-            stopped = True
-            return None
-        return None if r.status == "budget" else r
-
-    # Shortest length: gallop up from the critical path (answers near the bound
-    # are cheap), then bisect between the last unsat and the best sat length.
-    lo, hi = length_floor(g), length(first.times)
-    step = 1
-    while lo < hi:
-        mid = min(hi - 1, lo + step - 1) if step < hi - lo else (lo + hi) // 2
-        r = query("shortest length", LENGTH_RLIMIT, max_length=mid)
-        if r is None:
-            break
-        attempts.append(Attempt(ii, mid, r.status, r.seconds, reason=" + ".join(r.core) or None, solver=SOLVER))
-        if r.status == "sat":
-            best, hi = r, length(r.times)
-        else:
-            lo, step = mid + 1, step * 2
-    L, length_lo = hi, lo
-
-    def bisect(lo, hi, what, run, measure):
-        nonlocal best
-        while lo < hi:
-            r = run(what, (lo + hi) // 2)
-            if r is None:
-                break
-            if r.status == "sat":
-                best, hi = r, measure(r)
-            else:
-                lo = (lo + hi) // 2 + 1
-        return lo, hi
-
-    regs_lo, R = bisect(0, best.reg_peak, "lowest register peak",
-               lambda what, mid: query(what, TIE_BREAK_RLIMIT, max_length=L, max_regs=mid),
-               lambda r: r.reg_peak)
-    # As late as possible: the largest sum of issue times (bisection on its negation).
-    latest = sum(L - op.cycles for op in g.ops)
-    bisect(-latest, -sum(best.times.values()), "latest issue times",
-           lambda what, mid: query(what, TIE_BREAK_RLIMIT, max_length=L, max_regs=R, min_time_sum=-mid),
-           lambda r: -sum(r.times.values()))
-    return best.times, best.warps, (TieBreak("length", length(best.times), length_lo),
-                                    TieBreak("register peak", register_peak(g, ii, best.times, best.warps), regs_lo))

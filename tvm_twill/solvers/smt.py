@@ -56,6 +56,8 @@ from ..model.families import Bound, Family
 from .limits import CORE_RLIMIT, Deadline, z3_unknown
 from .symmetry import role_ids
 
+#: ``Attempt.solver`` of the schedules and refutations of this encoding.
+SOLVER = "smt"
 #: The constraint families, in report order (``Family.ALL``).
 FAMILIES = Family.ALL
 #: While building, the deadline is read every this many steps of a family's loops (``JointProblem._often``).
