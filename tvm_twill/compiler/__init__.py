@@ -1,29 +1,12 @@
 """``build``: compile a module as its plans planned it (the one way from a plan to a kernel).
 
-A plan's annotations need more than ``tvm.compile(mod, target)``: async
-stages become cp.async only under ``PassContext(config={"tirx.use_async_copy":
-1})`` (without it TVM keeps the commit / wait calls and emits plain copies),
-and a warp-specialized loop is rewritten only by the ``tvm_twill_ws`` TIR
-pipeline.  ``build(mod, target, plan)`` sets both from the plans, after
-checking that the module carries what each applied plan wrote (a module
-taken before ``auto_pipeline`` ran would compile the unplanned loop)::
+A plan needs more than ``tvm.compile(mod, target)``: the async-copy PassContext (without it TVM emits no
+cp.async) and its TIR pipeline (``plan.tir_pipeline``).  ``build`` sets both; ``build_checked`` then asks
+ptxas (``compiler.ptxas``) and returns the plans re-priced by what it said.  ``sass`` reads the SASS.
+docs/transforms.md ("Compiling a plan")::
 
     plan = tvm_twill.auto_pipeline(sch, k0, "sm_80")
     lib = tvm_twill.build(sch.mod, "sm_80", plan)
-
-or by hand: ``with plan.pass_context(): tvm.compile(sch.mod, target,
-tir_pipeline=plan.tir_pipeline or "default")``.
-
-``build_checked(mod, target, plan)`` is ``build`` and then ptxas's word on
-the kernel it compiled: with nvcc on PATH it runs ptxas once on the CUDA
-source (``compiler.ptxas.ptxas_output``, the one nvcc call site) and
-returns ``(lib, plans)`` with each plan re-priced by what ptxas said
-(``PipelinePlan.with_ptxas``: its messages, and the registers per thread of
-the loop's kernel, which set the prediction's occupancy); without nvcc the
-plans come back as they were::
-
-    lib, plan = tvm_twill.build_checked(sch.mod, "sm_90a", plan)
-    print(plan.explain())   # says which figures came from ptxas
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The JSON files live here, in ``tvm_twill/data/graphs/``, so that an installed
 ``tvm-twill`` can solve them (``tvm-twill example NAME``) and the tests can
 load them without a checkout; ``graphs/README.md`` says what the Twill paper
 reports for each one.  This is the only copy: ``examples/graphs/README.md``
-in the repository points here.
+in the repository points here.  docs/kernels.md.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The pure-Python model: graph, machine, schedule, bounds, checker, JSON I/O.
 
-Nothing here imports TVM or a solver; everything else builds on it.
+Nothing here imports TVM or a solver; everything else builds on it: the vocabulary of the other rooms, the
+ring protocol checker of warp-specialized kernels, the throughput model.  docs/model.md.
 """
 from .bounds import critical_recurrence, explain_lower_bound, rec_mii, res_mii, resource_bottleneck
 from .families import Bound, Family

@@ -6,32 +6,13 @@ tests can use just the part they need.  ``graph`` must be the graph the
 solver scheduled (``tvm_twill.solvers.prepare(...).graph``: normalized
 cycles, zero-latency streaming loads), so that cycles and times agree.
 
-The pipeline listing follows section 3.1 of the Twill paper: ``C =
-ceil(L/ii)`` copies of the modulo schedule, copy k shifted by ``k*ii``
-cycles; the first ``(C-1)*ii`` cycles are the prologue, the next ``ii`` the
-steady state (the loop body, which repeats), the rest the epilogue.  For
-Figure 1 (ii=2, L=4) it reads::
-
-    time  part      TC   SFU  issues
-        0  prologue  S@0  -    S@0/w0
-        1  prologue  -    -
-        2  steady    S@1  P@0  S@1/w0 P@0/w1
-        3  steady    O@0  -    O@0/w1
-        4  epilogue  -    P@1  P@1/w1
-        5  epilogue  O@1  -    O@1/w1
-
-``op@k`` is op from copy k (iteration k of the straight-line program).
-
 Units.  Times are in the graph's time unit.  A graph given in machine cycles
 that the solver normalized (``schedule.normalization``) is scheduled in
 *normalized units*: the report says "units" and gives the scale (machine
 cycles per unit) whenever the mapping has one; only a graph scheduled as
 given is reported in "cycles".
 
-Cost.  Nothing here loops per cycle: register peaks are evaluated at the
-points where pressure can rise (interval starts modulo ii), and a listing
-longer than ``FULL_LISTING_MAX`` is built from its events (issues, and the
-start and end of each unit's runs), whatever the magnitudes.
+The pipeline listing and what the report costs: docs/planner.md ("The CLI's report").
 """
 from __future__ import annotations
 

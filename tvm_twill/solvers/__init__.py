@@ -2,7 +2,7 @@
 scheduling and cost normalization, and the paper-faithful z3 encoding.
 
 ``Deadline`` (``limits``) is the one wall-clock limit of a solve; ``Family``
-(``model.families``) names the constraint families."""
+(``model.families``) names the constraint families.  docs/solver.md."""
 from ..model.families import Family
 from .limits import Deadline
 from .memo import SolveCache, graph_key

@@ -1,16 +1,10 @@
-"""Schedule -> TIR (TVM out): software-pipeline annotations for TVM's InjectSoftwarePipeline.
+"""Schedule -> TIR (TVM out): software-pipeline annotations, and the TIR passes tvm_twill adds to TVM's pipelines.
 
-* ``annotate``  stage/order/async stages from a ``Schedule``, TVM's legality rules, buffer
-                versions, the cp.async wait counts, writing the annotation on a schedule
-* ``evaluate``  the initiation interval a fixed annotation achieves under the model
-* ``refine``    order rewrites that cost no ii (program order, contiguous async copies)
-
-The annotation modules are pure Python over the model: the functions act on
-the ``tvm.s_tir.Schedule`` the caller passes in, so they are testable with
-hand-written graphs.  ``warp_specialize`` (the driver of the ``ws_*`` passes) /
-``ws_lowering`` (+ ``ws_compiled``, the protocol check of the final TIR) rewrite lowered TIR (TVM through ``frontend.ir``; shared helpers
-in ``tir_util``) and are imported by name, not re-exported;
-so is ``sass`` (pure text: the role dispatch of a compiled WS kernel in its SASS).
+``annotate``, ``evaluate`` and ``refine`` (re-exported here) are pure Python over the model: the annotation
+of a ``Schedule``, the ii a fixed annotation achieves, order rewrites that cost no ii.  ``pipelines`` defines
+every tvm_twill TIR pipeline as TVM's pass list with our passes at named anchors; the passes live in their
+own modules (``swp_lowering``, ``wait_counts``, ``proxy_fence``, ...) and ``ws/`` (the warp-specialization
+rewrite), which are imported by name.  docs/transforms.md, docs/ws-rewrite.md.
 """
 from .annotate import (AsyncWait, annotation_from_schedule, apply_annotation, async_waits, buffer_versions,
                        legality_violations, remove_annotation, restore_annotation, select_async_stages,

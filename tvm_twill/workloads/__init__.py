@@ -1,5 +1,6 @@
 """Reference workloads: TVM's own tensor-core GEMM schedule and its hand-written pipeline annotations,
-and an fp16 GEMM as dlight's ``gpu.Matmul`` rule schedules it; GEMVs with shared tiles.
+an fp16 GEMM as dlight's ``gpu.Matmul`` rule schedules it, a Hopper wgmma GEMM, GEMVs with shared tiles,
+MetaSchedule's pipelining tensor-core design space; ``llama``: a small whole model.  docs/kernels.md.
 
 Used by the tests, the tutorials and the benchmarks as the loops to pipeline
 and the hand annotations to beat.  Not part of the pipelining path.  Nothing

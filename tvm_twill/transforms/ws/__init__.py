@@ -5,5 +5,6 @@
 waits and arrives; ``consumer_order``, ``look_ahead``, ``role_barriers`` and ``group_scratch`` for ordered
 consumer groups; ``wgmma_swizzle`` for 128-byte swizzled wgmma rings).  ``facts`` is what was emitted;
 ``compiled`` reads the ring protocol back off the final TIR and model-checks it; ``lowering`` holds the
-passes TVM's pipeline runs around the rewrite.  Modules are imported by name, nothing is re-exported.
+passes ``tvm_twill_ws`` (``transforms.pipelines``) runs around the rewrite.  Modules are imported by name,
+nothing is re-exported.  docs/ws-rewrite.md.
 """
