@@ -4,7 +4,13 @@ races, deadlocks, async-copy misuse and wrong results.
 ``run(f, *args, seed=0, interleavings=1, source=None, blocks=None)`` executes every kernel launch the
 host code of ``f`` (what ``tvm.compile`` returned for a CUDA target) makes, in order, on numpy arguments,
 writing outputs back in place, and returns a ``Report``.  ``run_ptx`` is the same on PTX text and an
-explicit list of launches.  See docs/architecture.md ("The emulator") for the model.
+explicit list of launches.  The model, the rules and the findings: docs/emulator.md.
+
+Asynchronous work follows one protocol, ``state.AsyncOp``: a cp.async copy, a bulk / TMA copy, a bulk
+store, a wgmma and a cp.async.mbarrier.arrive are each an op its handler issues and the CTA completes
+once, later (``CTA.complete`` calls the op's ``perform``: the data moves as the source is then); a wait
+covering it calls its ``observe``, and ``completes_on`` says which mbarrier its completion advances.
+mbarrier arrivals, tx-counts and phases are methods of ``state.MBarrier``, whichever op drives them.
 """
 from __future__ import annotations
 

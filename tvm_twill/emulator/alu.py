@@ -127,14 +127,14 @@ def compile_arith(ins, cc):
         return _elementwise(ins, cc, t, lambda x, y: (x * y).astype(x.dtype), 2)
     if op in ("mad", "fma"):
         if t in FLOAT:
-            from .convert import _round_float
+            from .convert import round_float
             mode = next((m for m in p if m in ("rn", "rz", "rm", "rp")), "rn")
 
             def fma(x, y, z):   # f32: the product is exact in float64; one rounding of the sum, in the mode
                 if x.dtype == np.float64:
                     return x * y + z
                 r = x.astype(np.float64) * y.astype(np.float64) + z.astype(np.float64)
-                return _round_float(r, "f32" if x.dtype == np.float32 else "f16", mode)
+                return round_float(r, "f32" if x.dtype == np.float32 else "f16", mode)
             return _elementwise(ins, cc, t, fma, 3)
         if "wide" in p:
             wt = TYPED[_wide(t)]

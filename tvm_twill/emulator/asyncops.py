@@ -1,15 +1,15 @@
 """cp.async and its groups, and cp.async.mbarrier.arrive.
 
-An issued copy is an agent: its destination bytes are poisoned and marked
-pending (``owner``, clock ``PENDING``) at issue, after a write check against
-earlier accesses with the issuer's clock at issue (a ring slot refilled while
-another warp may still read it is a race).  The scheduler completes it later
-(``CTA.complete``), reading the source as it is then.  ``wait_group N``
-blocks until every group but the newest N is complete, then marks their bytes
-observed by the issuing warp.  Groups are kept per warp (the lanes of a warp
-commit and wait together in the code nvcc emits).  The global source is read
-in flight (``globalrace``) from issue to that wait, or to the firing of a
-``cp.async.mbarrier.arrive`` the warp issued after it.
+An issued copy is an agent (``CopyOp``, a ``state.AsyncOp``): its destination
+bytes are poisoned and marked pending (``owner``, clock ``PENDING``) at issue,
+after a write check against earlier accesses with the issuer's clock at issue
+(a ring slot refilled while another warp may still read it is a race).  The
+scheduler completes it later (``CTA.complete``), reading the source as it is
+then.  ``wait_group N`` blocks until every group but the newest N is complete,
+then marks their bytes observed by the issuing warp.  Groups are kept per warp
+(the lanes of a warp commit and wait together in the code nvcc emits).  The
+global source is read in flight (``globalrace``) from issue to that wait, or
+to the firing of a ``cp.async.mbarrier.arrive`` the warp issued after it.
 """
 from __future__ import annotations
 
@@ -19,13 +19,17 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .memops import _check_write, _lanes, address
+from .memops import address, check_shared_write, lane_mask
 from .memory import PENDING, lane_bytes
+from .state import AsyncArrive, AsyncOp
 from .values import BLOCKED
 
 
-@dataclass
-class CopyOp:
+@dataclass(eq=False, slots=True)
+class CopyOp(AsyncOp):
+    """One cp.async of a warp's active lanes: ``size`` bytes per lane, of which the first ``src_size`` come
+    from the source (the rest are zeros)."""
+
     id: int
     warp: int
     lanes: np.ndarray
@@ -36,6 +40,26 @@ class CopyOp:
     size: int
     line: int
     done: bool = False
+
+    def perform(self, cta):
+        sm = cta.shared
+        data = np.zeros((self.idx.shape[0], self.size), np.uint8)
+        for k in range(self.idx.shape[0]):
+            if self.src_size[k]:
+                data[k, :self.src_size[k]] = self.view[self.src_off[k]:self.src_off[k] + self.src_size[k]]
+        flat = self.idx.reshape(-1)
+        mine = sm.owner[flat] == self.id
+        sm.data[flat[mine]] = data.reshape(-1)[mine]
+        sm.poison[flat[mine]] = False
+        self.done = True
+
+    def observe(self, cta, clock):
+        """Its bytes (those no later write took over) count as written at ``clock``."""
+        sm = cta.shared
+        flat = self.idx.reshape(-1)
+        mine = flat[sm.owner[flat] == self.id]
+        sm.wr_clk[mine] = clock
+        sm.owner[mine] = 0
 
 
 def compile_cp_async(ins, cc):
@@ -67,7 +91,7 @@ def compile_cp_async(ins, cc):
         mis = ((d % size) != 0) | ((s % np.uint64(size)) != 0)
         if mis.any():
             k = int(np.argmax(mis))
-            cta.finding(F.BadAccess, w, ins, _lanes(act[mis]), f"misaligned {size}-byte cp.async (shared "
+            cta.finding(F.BadAccess, w, ins, lane_mask(act[mis]), f"misaligned {size}-byte cp.async (shared "
                         f"{int(d[k])}, global {int(s[k]):#x})", address=int(s[k]) if s[k] % size else int(d[k]))
             return
         sm = cta.shared
@@ -85,7 +109,7 @@ def compile_cp_async(ins, cc):
                                  "firing of its cp.async.mbarrier.arrive)")
         idx = lane_bytes(d, size)
         flat = idx.reshape(-1)
-        _check_write(cta, w, ins, act, flat, size)
+        check_shared_write(cta, w, ins, act, flat, size)
         op = CopyOp(cta.next_op, w.idx, w.m.copy(), idx, view, off, ss, size, ins.line)
         cta.next_op += 1
         cta.ops[op.id] = op
@@ -106,7 +130,6 @@ def compile_commit(ins, cc):
 
 
 def compile_wait(ins, cc):
-    from .memops import observe
     if ins.parts[2] == "wait_all":
         n = 0
     else:
@@ -131,25 +154,14 @@ def compile_wait(ins, cc):
             return BLOCKED
         cta = launch.cta
         clock = cta.vc[w.idx, w.idx]
-        observe(cta, w, ops, clock)
+        for op in ops:
+            op.observe(cta, clock)
         for op in ops:
             launch.gshadow.end(op.id, w.idx, clock)
         k = len(w.async_groups) - n
         if k > 0:
             del w.async_groups[:k]
     return run
-
-
-@dataclass
-class AsyncArrive:
-    warp: int
-    bar: int
-    count: int
-    ops: tuple
-    vc: np.ndarray
-    clock: int
-    ins: object
-    reads: tuple = ()       # copies of this warp whose global reads are in flight: the barrier's waiters see them
 
 
 def compile_cp_async_arrive(ins, cc):
@@ -169,7 +181,7 @@ def compile_cp_async_arrive(ins, cc):
         if mb is None:
             return
         if not noinc:
-            mb.pending += act.size
+            mb.add_pending(int(act.size))
         ops = tuple(op.id for op in cta.ops.values() if op.warp == w.idx and not op.done)
         reads = tuple(i for i, f in launch.gshadow.flights.items() if f.warp == w.idx and f.what == "cp.async")
         arr = AsyncArrive(w.idx, int(a[0]), int(act.size), ops, cta.vc[w.idx].copy(),

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .memops import _space, address
+from .memops import address, space_of
 from .values import LANES, TYPED, WIDTH, por
 
 OPS = {"add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec"}
@@ -48,7 +48,7 @@ def compile_atom(ins, cc):
     op = next((m for m in p[1:] if m in OPS), None)
     if op is None or t not in TYPED or t in ("pred", "f16x2", "bf16x2") or "v2" in p or "v4" in p:
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
-    space = _space(p)
+    space = space_of(p)
     ops = ins.operands
     a_op = ops[0] if red else ops[1]
     srcs = ops[1:] if red else ops[2:]

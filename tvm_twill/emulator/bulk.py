@@ -31,14 +31,18 @@ from ..errors import EmulationError
 from . import findings as F
 from .convert import PARAM_WINDOW
 from .encodings import tma_swizzle
-from .memops import _check_write, address
+from .memops import address, check_shared_write
 from .memory import PENDING
+from .ptx import Instruction
+from .state import AsyncOp
 from .tensormap import DTYPES, box_elements, fill_bytes
 from .values import LANES
 
 
-@dataclass
-class BulkOp:
+@dataclass(eq=False, slots=True)
+class BulkOp(AsyncOp):
+    """A bulk / TMA copy into shared memory, completing with complete-tx on the mbarrier at ``bar``."""
+
     id: int
     warp: int
     dst: np.ndarray          # shared byte indices written, in source order
@@ -48,12 +52,11 @@ class BulkOp:
     vc: np.ndarray
     clock: int
     line: int
-    ins: object
+    ins: Instruction
     fill: np.ndarray | None = None   # the bytes out-of-bounds source positions read as (None: zeros)
     done: bool = False
 
     def perform(self, cta):
-        from .sync import _maybe_complete
         sm = cta.shared
         fill = 0 if self.fill is None else self.fill
         data = np.where(self.src >= 0, self.view[np.maximum(self.src, 0)] if self.view.size else 0, fill)
@@ -70,9 +73,11 @@ class BulkOp:
             cta.finding(F.MbarrierMisuse, cta.warps[self.warp], self.ins, None,
                         f"a bulk copy completes on shared offset {self.bar}, which holds no valid mbarrier")
             return
-        mb.vc_cur = np.maximum(mb.vc_cur, self.vc)
-        mb.tx -= self.dst.size
-        _maybe_complete(cta, cta.warps[self.warp], self.ins, mb)
+        mb.release(self.vc)
+        mb.complete_tx(cta, cta.warps[self.warp], self.ins, self.dst.size)
+
+    def completes_on(self, bar):
+        return bar == self.bar
 
 
 def _tile_bytes(tm, coords):
@@ -159,7 +164,7 @@ def _issue(cta, w, ins, dbytes, view, src, bar, fill, source):
         return
     lanes = np.zeros(LANES, np.bool_)
     lanes[np.nonzero(w.m)[0][:1]] = True
-    _check_write(cta, w, ins, np.nonzero(lanes)[0], dbytes, 1)
+    check_shared_write(cta, w, ins, np.nonzero(lanes)[0], dbytes, 1)
     op = BulkOp(cta.next_op, w.idx, dbytes, view, src, bar, cta.vc[w.idx].copy(), int(cta.vc[w.idx, w.idx]),
                 ins.line, ins, fill)
     k, lane, what = source

@@ -24,7 +24,7 @@ per warp (the lanes of a warp commit and wait together in the code nvcc emits).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,23 +33,24 @@ from . import findings as F
 from .convert import PARAM_WINDOW
 from .encodings import tma_swizzle
 from .memops import address
+from .ptx import Instruction
+from .state import AsyncOp
 from .tensormap import DTYPES, box_elements
 
-_NO_BYTES = np.zeros((0,), np.int64)
 
+@dataclass(eq=False, slots=True)
+class StoreOp(AsyncOp):
+    """A bulk / TMA store of shared bytes to global memory, in a bulk async-group of its warp."""
 
-@dataclass
-class StoreOp:
     id: int
     warp: int
     src: np.ndarray          # shared byte indices read, in copy order
     view: np.ndarray         # global bytes
     dst: np.ndarray          # byte offsets into view, -1: outside the tensor (skipped)
     line: int
-    ins: object
-    idx: np.ndarray = field(default_factory=lambda: _NO_BYTES)   # shared bytes written: none
+    ins: Instruction
     done: bool = False
-    window: bool = True
+    window: bool = True      # its source is still held in a read window
 
     def perform(self, cta):
         sm = cta.shared
@@ -62,16 +63,10 @@ class StoreOp:
         self.done = True
 
     def close(self, cta):
+        """Close the read window (a covering wait_group)."""
         if self.window:
             np.add.at(cta.shared.async_readers, self.src, -1)
             self.window = False
-
-
-def _groups(w):
-    """(uncommitted ops, committed groups oldest first) of warp w, created on first use."""
-    if not hasattr(w, "bulk_groups"):
-        w.bulk_uncommitted, w.bulk_groups = [], []
-    return w.bulk_uncommitted, w.bulk_groups
 
 
 def compile_bulk_group(ins, cc):
@@ -79,9 +74,8 @@ def compile_bulk_group(ins, cc):
     launch = cc.launch
     if p[3] == "commit_group":
         def commit(w):
-            pending, groups = _groups(w)
-            groups.append(list(pending))
-            pending.clear()
+            w.bulk_groups.append(list(w.bulk_uncommitted))
+            w.bulk_uncommitted.clear()
         return commit
     if p[3] == "wait_group":
         if ins.operands[0].kind != "imm" or p[4:] not in ([], ["read"]):
@@ -91,7 +85,7 @@ def compile_bulk_group(ins, cc):
         read = p[4:] == ["read"]
 
         def wait(w):
-            _, groups = _groups(w)
+            groups = w.bulk_groups
             k = max(len(groups) - n, 0)
             cta = launch.cta
             for g in groups[:k]:
@@ -161,7 +155,6 @@ def _compile_store(ins, cc, tensor):
 def _issue(cta, w, ins, sbytes, view, gbytes, target):
     """Issue a store of shared ``sbytes`` to global bytes ``gbytes`` of ``view`` (-1: skipped); ``target``:
     (buffer index, issuing lane, what) for the global race shadow."""
-    from .wgmma import _unfenced
     sm = cta.shared
     if (sbytes < 0).any() or (sbytes >= sm.size).any():
         cta.finding(F.BadAccess, w, ins, w.m, "bulk store source outside shared memory", address=int(sbytes[0]))
@@ -175,7 +168,7 @@ def _issue(cta, w, ins, sbytes, view, gbytes, target):
                     other=(int(sm.wr_warp[b]), int(sm.wr_line[b]), None, "write"), address=b)
     gen = sbytes[sm.wr_generic[sbytes]]
     if gen.size:
-        unfenced = _unfenced(cta, gen, vcw)
+        unfenced = cta.unfenced(gen, vcw)
         if unfenced is not None:
             cta.finding(F.ProxyFenceMissing, w, ins, w.m, f"a bulk store (async proxy) reads shared byte {unfenced} "
                         f"written by an ordinary store (warp {sm.wr_warp[unfenced]}, PTX line "
@@ -189,4 +182,4 @@ def _issue(cta, w, ins, sbytes, view, gbytes, target):
                              "the issuer's cp.async.bulk.wait_group (not .read) covering it")
     cta.next_op += 1
     cta.ops[op.id] = op
-    _groups(w)[0].append(op)
+    w.bulk_uncommitted.append(op)

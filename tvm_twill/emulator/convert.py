@@ -25,7 +25,7 @@ def _to_float64(x, t):
     return x.astype(np.float64)
 
 
-def _round_float(x64, dt, mode):
+def round_float(x64, dt, mode):
     """float64 -> float dtype dt ('f16'/'f32'/'bf16'/'f64') with PTX rounding mode."""
     if dt == "f64":
         return x64
@@ -62,13 +62,13 @@ def convert(x, st, dt, mode, sat):
                 mode = None
             if sat:
                 v = np.clip(np.nan_to_num(v, nan=0.0), 0.0, 1.0)
-            return _round_float(v, dt, mode)
+            return round_float(v, dt, mode)
         v = INT_ROUND.get(mode, np.trunc)(v)
         info = np.iinfo(TYPED[dt])
         v = np.where(np.isnan(v), 0, np.clip(v, info.min, info.max))
         return np.array([int(a) for a in v], TYPED[dt]) if WIDTH[dt] == 8 else v.astype(TYPED[dt])
     if df:
-        return _round_float(x.astype(np.float64) if WIDTH[st] < 8 else
+        return round_float(x.astype(np.float64) if WIDTH[st] < 8 else
                             np.array([float(int(a)) for a in x], np.float64), dt, mode)
     src = x.astype(np.int64) if x.dtype.itemsize < 8 or x.dtype.kind == "i" else x
     if sat:

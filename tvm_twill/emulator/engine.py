@@ -13,159 +13,20 @@ default: only when every live warp is blocked does it complete the copies one
 blocked warp needs (picked at random); ``Policy(completion="random")``
 completes a random pending copy before each slice with probability 1/4.
 When every warp is blocked and no copy can help, the CTA is deadlocked: a
-``Deadlock`` finding lists each warp's blocking instruction.
+``Deadlock`` finding lists each warp's blocking instruction.  The state all
+this runs on (``Warp``, ``CTA``, the barriers, the ``AsyncOp`` protocol) is
+``state.py``.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
-from .memory import SharedMemory
-from .values import BLOCKED, LANE_IDS, LANES, YIELD
+from .state import CTA, Policy, Warp
+from .values import BLOCKED, YIELD
 
-
-@dataclass(frozen=True)
-class Policy:
-    """Adversarial-timing knobs.  completion: 'latest' (default) or 'random'; slice: the most instructions a
-    warp runs before the scheduler may switch; spurious: probability that mbarrier.try_wait fails although
-    the phase completed; strict_uninitialized: report every read of never-written shared memory (by default
-    poison only is reported where it reaches a global store, a branch or an address); strict_exit: report
-    cp.async copies a warp never waited for; strict_cp_async_proxy: treat cp.async writes as generic-proxy
-    writes that wgmma may read only after a fence.proxy.async (the PTX ISA leaves this open; CUTLASS and
-    Triton issue no fence there, so it is off by default)."""
-
-    completion: str = "latest"
-    slice: int = 64
-    spurious: float = 0.25
-    strict_uninitialized: bool = False
-    strict_exit: bool = False
-    strict_cp_async_proxy: bool = False
-    max_instructions: int = 200_000_000
-
-
-class Warp:
-    def __init__(self, cta, idx, nregs, dtypes, nthreads):
-        self.cta = cta
-        self.idx = idx
-        self.regs = [np.zeros(LANES, dt) for dt in dtypes]
-        self.pois = [None] * nregs
-        first = idx * LANES
-        self.live = (LANE_IDS + first) < nthreads
-        self.mask = self.live.copy()
-        self.pc = 0
-        self.groups = []            # other thread groups: [pc, mask]
-        self.m = self.mask
-        self.mask_all = bool(self.mask.all())
-        self.full = self.mask_all
-        self.wait = None            # callable -> True while blocked
-        self.wait_ins = None
-        self.bar_pass = False
-        self.uncommitted = []       # cp.async ops not yet in a group
-        self.async_groups = []      # committed groups (lists of ops), oldest first
-        self.local = None
-        self.done = not self.live.any()
-        self.needs = None           # callable -> async ops whose completion could unblock the warp
-        self.wg_pending = []        # wgmma ops not yet committed
-        self.wg_groups = []         # committed wgmma groups, oldest first
-        self.wg_busy = {}           # register -> in-flight wgmma ops writing it
-        self.wg_result_pois = {}    # register -> poison of the last completed wgmma result
-        self.maxnreg = None         # the setmaxnreg limit, once set
-        self.setmaxnreg_count = 0   # how many setmaxnreg the warp executed
-        self.poll = None            # (mbarrier, phase) of a failed test_wait / try_wait parking the warp
-        self.polled = None          # the poll it was last woken from (see _wake_pollers)
-
-    def blocked(self) -> bool:
-        if self.wait is None:
-            return False
-        if self.wait():
-            return True
-        self.wait = None
-        return False
-
-    def switch_group(self):
-        """Run the group with the smallest pc next; merge groups at equal pcs."""
-        if self.mask.any():
-            self.groups.append([self.pc, self.mask])
-        if not self.groups:
-            self.done = True
-            return
-        self.groups.sort(key=lambda g: g[0])
-        pc, mask = self.groups.pop(0)
-        while self.groups and self.groups[0][0] == pc:
-            mask = mask | self.groups.pop(0)[1]
-        self.pc, self.mask = pc, mask
-        self.mask_all = bool(mask.all())
-
-
-class CTA:
-    def __init__(self, launch, ctaid, rng, policy, report):
-        self.launch = launch
-        self.kernel = launch.kernel
-        self.ctaid = ctaid
-        self.rng = rng
-        self.policy = policy
-        self.report_fn = report
-        nthreads = launch.nthreads
-        self.nwarps = (nthreads + LANES - 1) // LANES
-        self.shared = SharedMemory(launch.shared_size, self.nwarps)
-        for off, init in launch.shared_inits:
-            self.shared.data[off:off + len(init)] = np.frombuffer(init, np.uint8)
-            self.shared.poison[off:off + len(init)] = False
-        self.vc = np.eye(self.nwarps, dtype=np.int64) + 1
-        self.warps = [Warp(self, k, len(launch.dtypes), launch.dtypes, nthreads) for k in range(self.nwarps)]
-        self.bars = {}              # named barrier id -> dict
-        self.mbars = {}             # shared offset -> MBarrier
-        self.ops = {}               # async copy id -> op
-        self.next_op = 1
-        self.async_arrives = []     # pending cp.async.mbarrier.arrive agents
-        self.proxy_fences = {}      # warp -> ([instruction count], [own clock]) of its fence.proxy.async
-        self.instructions = 0
-        self.seen = set()
-        self.setmaxnreg_seen = {}   # (warp group, k) -> (warp, PTX line) of the first k-th setmaxnreg
-
-    def where(self, w, ins, lanes):
-        lanes = tuple(int(x) for x in np.nonzero(lanes)[0]) if lanes is not None else ()
-        return F.Where(self.kernel.name, self.ctaid, w.idx if w is not None else -1, lanes,
-                       ins.line if ins is not None else 0, ins.cuda_line if ins is not None else None)
-
-    def finding(self, cls, w, ins, lanes, message, **kw):
-        key = (cls.__name__, w.idx if w is not None else -1, ins.line if ins is not None else 0)
-        if key in self.seen:
-            return
-        self.seen.add(key)
-        self.report_fn(cls(self.where(w, ins, lanes), message, **kw))
-
-    def release(self, w):
-        """The warp's clock ticks after a release (its earlier accesses are published with the old value)."""
-        self.vc[w.idx, w.idx] += 1
-
-    # --- async copies -------------------------------------------------------------------------------
-    def complete(self, op):
-        if op.done:
-            return
-        if hasattr(op, "perform"):
-            op.perform(self)
-        else:
-            from .memops import complete_copy
-            complete_copy(self, op)
-        self.fire_arrives()
-
-    def fire_arrives(self):
-        from .sync import fire_async_arrive
-        still = []
-        for a in self.async_arrives:
-            if all(self.ops[i].done for i in a.ops):
-                fire_async_arrive(self, a)
-            else:
-                still.append(a)
-        self.async_arrives = still
-
-    def needs_of(self, w):
-        """Copies whose completion could unblock warp w."""
-        return [op for op in w.needs() if not op.done] if w.needs is not None else []
+__all__ = ["CTA", "Policy", "Warp", "run_cta", "step"]
 
 
 def run_cta(cta: CTA) -> int:
@@ -198,7 +59,7 @@ def run_cta(cta: CTA) -> int:
     return cta.instructions
 
 
-def _complete_for_someone(cta, live) -> bool:
+def _complete_for_someone(cta: CTA, live: list[Warp]) -> bool:
     order = list(live)
     cta.rng.shuffle(order)
     for w in order:
@@ -210,7 +71,7 @@ def _complete_for_someone(cta, live) -> bool:
     return False
 
 
-def _wake_pollers(live) -> bool:
+def _wake_pollers(live: list[Warp]) -> bool:
     """A failed test_wait / try_wait does not block in PTX; the emulator parks the warp until the phase
     changes (it would only spin).  When nothing else can run, each parked warp runs on once: a program
     that tests and goes on proceeds, one parked again on the same phase is really waiting."""
@@ -222,7 +83,7 @@ def _wake_pollers(live) -> bool:
     return woke
 
 
-def _deadlock(cta, live):
+def _deadlock(cta: CTA, live: list[Warp]) -> None:
     lines = []
     for w in live:
         ins = w.wait_ins
@@ -234,7 +95,7 @@ def _deadlock(cta, live):
                 blocked=tuple(lines))
 
 
-def step(cta, w, n):
+def step(cta: CTA, w: Warp, n: int) -> None:
     """Run up to n instructions of warp w (stops early when it blocks or finishes)."""
     prog = cta.launch.program
     for _ in range(n):

@@ -1,4 +1,5 @@
-"""Loads, stores, atomics, cp.async and ldmatrix.
+"""Loads and stores (ld / st in every state space), and the checks of a shared-memory write other handlers
+share.
 
 Addresses: ``.shared`` operands are 32-bit offsets in the CTA's shared
 window; generic addresses put shared memory at ``SHARED_WINDOW`` and local
@@ -45,7 +46,8 @@ def address(cc, op, ins):
     return lambda w: (w.regs[i].astype(np.uint64) + off) & _LOW32
 
 
-def _space(parts):
+def space_of(parts):
+    """The state space an opcode names ('generic' when none)."""
     for p in parts[1:]:
         s = p.split("::")[0]
         if s in SPACES:
@@ -78,7 +80,7 @@ def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=No
     al = align or nbytes
     mis = (a % np.uint64(al)) != 0
     if mis.any():
-        cta.finding(F.BadAccess, w, ins, _lanes(act[mis]), f"misaligned {nbytes}-byte {space} access",
+        cta.finding(F.BadAccess, w, ins, lane_mask(act[mis]), f"misaligned {nbytes}-byte {space} access",
                     address=int(a[mis][0]))
         return out, None
     if space == "shared":
@@ -93,21 +95,22 @@ def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=No
         return _local(cta, w, ins, act, a.astype(np.int64), nbytes, write, data, out)
     k, view, off = cta.launch.gmem.locate(a, nbytes)
     if view is None:
-        cta.finding(F.BadAccess, w, ins, _lanes(act), f"{nbytes}-byte global access outside every buffer",
+        cta.finding(F.BadAccess, w, ins, lane_mask(act), f"{nbytes}-byte global access outside every buffer",
                     address=off)
         return out, None
     idx = lane_bytes(off, nbytes)
     cta.launch.gshadow.access(cta, w, ins, act, k, idx, nbytes, write, atomic)
     if write:
         if pois is not None and pois[act].any():
-            cta.finding(F.PoisonUse, w, ins, _lanes(act[pois[act]]), "a poisoned value is stored to global memory")
+            cta.finding(F.PoisonUse, w, ins, lane_mask(act[pois[act]]), "a poisoned value is stored to global memory")
         view[idx] = data[act]
         return out, None
     out[act] = view[idx]
     return out, None
 
 
-def _lanes(sel):
+def lane_mask(sel):
+    """The [32] lane mask of the lanes ``sel``."""
     m = np.zeros(LANES, np.bool_)
     m[sel] = True
     return m
@@ -117,16 +120,16 @@ def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
     sm = cta.shared
     bad = (off < 0) | (off + nbytes > sm.size)
     if bad.any():
-        cta.finding(F.BadAccess, w, ins, _lanes(act[bad]), f"{nbytes}-byte shared access outside the "
+        cta.finding(F.BadAccess, w, ins, lane_mask(act[bad]), f"{nbytes}-byte shared access outside the "
                     f"{sm.size}-byte window", address=int(off[bad][0]))
         return out, None
     idx = lane_bytes(off, nbytes).reshape(-1)
     vcw = cta.vc[w.idx]
     clk = vcw[w.idx]
     if write:
-        _check_write(cta, w, ins, act, idx, nbytes)
+        check_shared_write(cta, w, ins, act, idx, nbytes)
         if sm.is_mbar[idx].any():
-            cta.finding(F.MbarrierMisuse, w, ins, _lanes(act), "an ordinary store to a valid mbarrier object")
+            cta.finding(F.MbarrierMisuse, w, ins, lane_mask(act), "an ordinary store to a valid mbarrier object")
         sm.data[idx] = data[act].reshape(-1)
         sm.poison[idx] = np.repeat(pois[act], nbytes) if pois is not None else False
         sm.owner[idx] = 0
@@ -140,7 +143,7 @@ def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
     if cta.policy.strict_uninitialized:
         unw = sm.poison[idx] & (sm.wr_line[idx] == 0)
         if unw.any():
-            cta.finding(F.UninitializedRead, w, ins, _lanes(act[unw.reshape(-1, nbytes).any(1)]),
+            cta.finding(F.UninitializedRead, w, ins, lane_mask(act[unw.reshape(-1, nbytes).any(1)]),
                         "a read of shared memory nothing wrote", address=int(idx[unw][0]))
     sm.note_read(idx, w.idx, clk, ins.line)
     out[act] = sm.data[idx].reshape(-1, nbytes)
@@ -152,7 +155,7 @@ def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
 def _report_read(cta, w, ins, act, idx, bad, nbytes):
     sm = cta.shared
     b = idx[bad][0]
-    lanes = _lanes(act[bad.reshape(-1, nbytes).any(1)])
+    lanes = lane_mask(act[bad.reshape(-1, nbytes).any(1)])
     if sm.wr_clk[b] == PENDING:
         op = cta.ops.get(int(sm.owner[b]))
         state = "in flight" if op is not None and not op.done else "complete but not observed by a wait"
@@ -169,11 +172,13 @@ def _cuda(cta, line):
     return cta.launch.cuda_line_of.get(line)
 
 
-def _check_write(cta, w, ins, act, idx, nbytes):
+def check_shared_write(cta, w, ins, act, idx, nbytes):
+    """Check a write of shared bytes ``idx`` by lanes ``act`` of warp w (in-flight readers and copies, races);
+    the caller records it."""
     sm = cta.shared
     if sm.async_readers[idx].any():
         b = idx[sm.async_readers[idx] > 0][0]
-        cta.finding(F.InFlightOverwrite, w, ins, _lanes(act), f"a write to shared byte {b} that an in-flight "
+        cta.finding(F.InFlightOverwrite, w, ins, lane_mask(act), f"a write to shared byte {b} that an in-flight "
                     "wgmma or bulk store still reads (before its wgmma.wait_group or cp.async.bulk.wait_group.read)",
                     address=int(b))
     own = sm.owner[idx]
@@ -181,20 +186,20 @@ def _check_write(cta, w, ins, act, idx, nbytes):
         live = [int(o) for o in np.unique(own[own != 0]) if not cta.ops[int(o)].done]
         if live:
             b = idx[np.isin(own, live)][0]
-            cta.finding(F.InFlightOverwrite, w, ins, _lanes(act), f"a write to shared byte {b} that an in-flight "
+            cta.finding(F.InFlightOverwrite, w, ins, lane_mask(act), f"a write to shared byte {b} that an in-flight "
                         f"cp.async (PTX line {sm.wr_line[b]}) still writes", address=int(b))
     bad_w, racing_read = sm.check_write(idx, w.idx, cta.vc[w.idx])
     if bad_w.any():
         b = idx[bad_w][0]
         ow, ol = int(sm.wr_warp[b]), int(sm.wr_line[b])
         if sm.wr_clk[b] != PENDING or ow != w.idx:
-            cta.finding(F.DataRace, w, ins, _lanes(act), f"write of shared byte {b} races with a write by warp "
+            cta.finding(F.DataRace, w, ins, lane_mask(act), f"write of shared byte {b} races with a write by warp "
                         f"{ow} at PTX line {ol}", other=(ow, ol, _cuda(cta, ol), "write"), address=int(b))
     if racing_read is not None:
         u, pos = racing_read
         b = idx[pos]
         ol = int(sm.rd_line[u, b])
-        cta.finding(F.DataRace, w, ins, _lanes(act), f"write of shared byte {b} races with a read by warp {u} "
+        cta.finding(F.DataRace, w, ins, lane_mask(act), f"write of shared byte {b} races with a read by warp {u} "
                     f"at PTX line {ol}", other=(u, ol, _cuda(cta, ol), "read"), address=int(b))
 
 
@@ -203,7 +208,7 @@ def _local(cta, w, ins, act, off, nbytes, write, data, out):
     if w.local is None:
         w.local = np.zeros((LANES, max(size, 1)), np.uint8)
     if (off < 0).any() or (off + nbytes > size).any():
-        cta.finding(F.BadAccess, w, ins, _lanes(act), "local access outside the frame", address=int(off[0]))
+        cta.finding(F.BadAccess, w, ins, lane_mask(act), "local access outside the frame", address=int(off[0]))
         return out, None
     idx = lane_bytes(off, nbytes)
     rows = act[:, None]
@@ -226,7 +231,7 @@ def compile_ld(ins, cc):
     t = p[-1]
     if t not in TYPED:
         raise EmulationError(f"unsupported type in {ins.opcode} at PTX line {ins.line}")
-    space = _space(p)
+    space = space_of(p)
     n = _vec(p)
     dst, src = ins.operands
     dsts = dst.items if dst.kind == "vec" else (dst,)
@@ -250,7 +255,7 @@ def compile_st(ins, cc):
     t = p[-1]
     if t not in TYPED:
         raise EmulationError(f"unsupported type in {ins.opcode} at PTX line {ins.line}")
-    space = _space(p)
+    space = space_of(p)
     n = _vec(p)
     dst, src = ins.operands
     srcs = src.items if src.kind == "vec" else (src,)
@@ -270,27 +275,3 @@ def compile_st(ins, cc):
 
 
 HANDLERS = {"ld": compile_ld, "st": compile_st}
-
-
-def complete_copy(cta, op):
-    """Perform an async copy now: read its source as it is at this moment."""
-    sm = cta.shared
-    data = np.zeros((op.idx.shape[0], op.size), np.uint8)
-    for k in range(op.idx.shape[0]):
-        if op.src_size[k]:
-            data[k, :op.src_size[k]] = op.view[op.src_off[k]:op.src_off[k] + op.src_size[k]]
-    flat = op.idx.reshape(-1)
-    mine = sm.owner[flat] == op.id
-    sm.data[flat[mine]] = data.reshape(-1)[mine]
-    sm.poison[flat[mine]] = False
-    op.done = True
-
-
-def observe(cta, w, ops, clock):
-    """The issuer observed these completed copies (a wait): their bytes count as written at `clock`."""
-    sm = cta.shared
-    for op in ops:
-        flat = op.idx.reshape(-1)
-        mine = flat[sm.owner[flat] == op.id]
-        sm.wr_clk[mine] = clock
-        sm.owner[mine] = 0

@@ -7,39 +7,24 @@ the release side).  Reaching it with part of the warp (divergent) or with a
 count that disagrees with the other arrivals is a ``BarrierMismatch``.
 
 mbarrier: phase (an unbounded integer; the hardware exposes its parity),
-pending, expected and tx-count per object, held beside shared memory (its
-8 bytes are marked so that an ordinary store to a valid mbarrier is
-reported).  A release arrive joins the arriving warp's clock into the
-phase; a successful ``test_wait``/``try_wait`` joins the last completed
-phase's clock into the waiter.  A wait that fails leaves the warp off the
-schedule until the phase changes (it would only spin); ``try_wait`` fails
-spuriously with ``Policy.spurious`` probability.
+pending, expected and tx-count per object (``state.MBarrier``, which makes
+its own transitions), held beside shared memory (its 8 bytes are marked so
+that an ordinary store to a valid mbarrier is reported).  A release arrive
+joins the arriving warp's clock into the phase; a successful
+``test_wait``/``try_wait`` joins the last completed phase's clock into the
+waiter.  A wait that fails leaves the warp off the schedule until the phase
+changes (it would only spin); ``try_wait`` fails spuriously with
+``Policy.spurious`` probability.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
 from .memops import address
-from .values import BLOCKED, LANE_IDS, LANES
-
-YIELD = 2
-
-
-@dataclass
-class MBarrier:
-    addr: int
-    expected: int
-    pending: int
-    phase: int = 0
-    tx: int = 0
-    valid: bool = True
-    vc_cur: np.ndarray = field(default=None)
-    vc_done: np.ndarray = field(default=None)
-    underflow: bool = False
+from .state import MBarrier, NamedBarrier
+from .values import BLOCKED, LANE_IDS, LANES, YIELD
 
 
 def mbar_of(cta, w, ins, addr):
@@ -49,44 +34,6 @@ def mbar_of(cta, w, ins, addr):
                     if mb is None else f"mbarrier at shared offset {addr} used after inval")
         return None
     return mb
-
-
-def _arrive(cta, w, ins, mb, count, tx=0):
-    mb.tx += tx
-    if count > mb.pending:
-        cta.finding(F.MbarrierMisuse, w, ins, w.m, f"over-arrival on the mbarrier at shared offset {mb.addr}: "
-                    f"{count} arrivals with {mb.pending} pending in phase {mb.phase}")
-    mb.pending -= count
-    _maybe_complete(cta, w, ins, mb)
-
-
-def _maybe_complete(cta, w, ins, mb):
-    while mb.pending <= 0:
-        if mb.tx != 0:
-            if mb.tx < 0 and not mb.underflow:
-                mb.underflow = True
-                cta.finding(F.MbarrierMisuse, w, ins, w.m if w is not None else None,
-                            f"tx-count underflow ({mb.tx}) on the mbarrier at shared offset {mb.addr}")
-            return
-        extra = -mb.pending
-        mb.phase += 1
-        mb.pending = mb.expected - extra
-        mb.vc_done = mb.vc_cur
-        mb.vc_cur = np.zeros_like(mb.vc_cur)
-
-
-def fire_async_arrive(cta, a):
-    """A cp.async.mbarrier.arrive whose copies all completed: their bytes become visible through the barrier."""
-    from .memops import observe
-    mb = cta.mbars.get(a.bar)
-    ops = [cta.ops[i] for i in a.ops]
-    observe(cta, cta.warps[a.warp], ops, a.clock)
-    for i in a.reads:
-        cta.launch.gshadow.end(i, a.warp, a.clock)
-    if mb is None or not mb.valid:
-        return
-    mb.vc_cur = np.maximum(mb.vc_cur, a.vc)
-    _arrive(cta, cta.warps[a.warp], a.ins, mb, a.count)
 
 
 def _lane_addrs(addr, w, ins):
@@ -117,8 +64,7 @@ def compile_mbarrier(ins, cc):
                 if old is not None and old.valid:
                     cta.finding(F.MbarrierMisuse, w, ins, w.m, f"mbarrier at shared offset {ad} initialised "
                                 "while valid")
-                z = np.zeros(cta.nwarps, np.int64)
-                cta.mbars[ad] = MBarrier(ad, int(c[k]), int(c[k]), vc_cur=z, vc_done=z.copy())
+                cta.mbars[ad] = MBarrier.init(ad, int(c[k]), cta.nwarps)
                 cta.shared.is_mbar[ad:ad + 8] = True
                 cta.shared.poison[ad:ad + 8] = False
         return init
@@ -158,19 +104,21 @@ def _compile_arrive(ins, cc, op, p, ops):
             if mb is None:
                 continue
             sel = a == ad
-            if op in ("expect_tx", "complete_tx"):
-                mb.tx += int(x[sel].sum()) * (1 if op == "expect_tx" else -1)
-                _maybe_complete(cta, w, ins, mb)
+            if op == "expect_tx":
+                mb.expect_tx(cta, w, ins, int(x[sel].sum()))
+                continue
+            if op == "complete_tx":
+                mb.complete_tx(cta, w, ins, int(x[sel].sum()))
                 continue
             if dst is not None:
                 dst(w, np.full(LANES, mb.phase, np.uint64), None)
-            mb.vc_cur = np.maximum(mb.vc_cur, cta.vc[w.idx])
+            mb.release(cta.vc[w.idx])
             if expect:
-                _arrive(cta, w, ins, mb, int(sel.sum()), tx=int(x[sel].sum()))
+                mb.arrive(cta, w, ins, int(sel.sum()), tx=int(x[sel].sum()))
             else:
-                _arrive(cta, w, ins, mb, int(x[sel].sum()))
+                mb.arrive(cta, w, ins, int(x[sel].sum()))
             if op == "arrive_drop":
-                mb.expected -= int(sel.sum())
+                mb.drop(int(sel.sum()))
         if op.startswith("arrive"):
             cta.release(w)
     return run
@@ -192,11 +140,7 @@ def _compile_wait(ins, cc, op, p, ops):
         if mb is None:
             put(w, np.zeros(LANES, np.bool_), None)
             return None
-        want = arg(w)[act]
-        if parity:
-            ok = (want.astype(np.int64) & 1) != (mb.phase & 1)
-        else:
-            ok = want.astype(np.int64) < mb.phase
+        ok = mb.passed(arg(w)[act], parity)
         res = np.zeros(LANES, np.bool_)
         res[act] = ok
         if op == "try_wait" and ok.any() and cta.rng.random() < cta.policy.spurious:
@@ -204,14 +148,14 @@ def _compile_wait(ins, cc, op, p, ops):
             put(w, res, None)
             return None
         if ok.any():
-            cta.vc[w.idx] = np.maximum(cta.vc[w.idx], mb.vc_done)
+            mb.acquire(cta, w)
         put(w, res, None)
         if not ok.all():
             k0 = mb.phase
             w.wait = lambda: mb.phase == k0
             w.poll = (mb.addr, k0)
             w.needs = lambda: [cta.ops[i] for aa in cta.async_arrives if aa.bar == mb.addr for i in aa.ops] + \
-                [op for op in cta.ops.values() if not op.done and getattr(op, "bar", None) == mb.addr]
+                [op for op in cta.ops.values() if not op.done and op.completes_on(mb.addr)]
             return YIELD
         return None
     return run
@@ -239,12 +183,14 @@ def compile_bar(ins, cc):
         n = int(cnt(w)[act[0]]) if cnt is not None else None
         if not (w.m == w.live).all():
             cta.finding(F.BarrierMismatch, w, ins, w.m, f"barrier {i} reached by part of the warp (divergent)")
-        b = cta.bars.setdefault(i, {"count": n, "arrived": [], "vc": np.zeros(cta.nwarps, np.int64)})
-        if b["count"] != n:
+        b = cta.bars.get(i)
+        if b is None:
+            b = cta.bars[i] = NamedBarrier(n, np.zeros(cta.nwarps, np.int64))
+        if b.count != n:
             cta.finding(F.BarrierMismatch, w, ins, w.m, f"barrier {i} with thread count {n} while other "
-                        f"warps use {b['count']}")
-        b["arrived"].append((w, sync))
-        b["vc"] = np.maximum(b["vc"], cta.vc[w.idx])
+                        f"warps use {b.count}")
+        b.arrived.append((w, sync))
+        b.vc = np.maximum(b.vc, cta.vc[w.idx])
         cta.release(w)
         check_bars(cta)
         if not sync:
@@ -262,12 +208,12 @@ def check_bars(cta):
     live = sum(1 for w in cta.warps if not w.done)
     for i in list(cta.bars):
         b = cta.bars[i]
-        need = b["count"] // LANES if b["count"] is not None else live
-        if len(b["arrived"]) >= need:
+        need = b.count // LANES if b.count is not None else live
+        if len(b.arrived) >= need:
             del cta.bars[i]
-            for w, sync in b["arrived"]:
+            for w, sync in b.arrived:
                 if sync:
-                    cta.vc[w.idx] = np.maximum(cta.vc[w.idx], b["vc"])
+                    cta.vc[w.idx] = np.maximum(cta.vc[w.idx], b.vc)
                     w.bar_pass = True
 
 

@@ -49,7 +49,7 @@ def _halves(vals, dt):
     return lo.view(np.float16).astype(np.float64), hi.view(np.float16).astype(np.float64)
 
 
-def _aligned(cta, w, ins):
+def check_aligned(cta, w, ins):
     if not (w.m == w.live).all():
         cta.finding(F.BarrierMismatch, w, ins, w.m, f"{ins.parts[0]}.sync.aligned reached by part of the warp")
 
@@ -89,7 +89,7 @@ def compile_mma(ins, cc):
         return v.astype(np.float64).reshape(rows, cols)
 
     def run(w):
-        _aligned(launch.cta, w, ins)
+        check_aligned(launch.cta, w, ins)
         A = tile([r(w) for r in ra], a_src, 16, K)
         B = tile([r(w) for r in rb], b_src, K, 8)
         C = np.array([r(w) for r in rc], np.float64).reshape(-1)[c_src].reshape(16, 8)
@@ -159,7 +159,7 @@ def compile_ldmatrix(ins, cc):
 
     def run(w):
         cta = launch.cta
-        _aligned(cta, w, ins)
+        check_aligned(cta, w, ins)
         raw, pz = access(cta, w, ins, "shared", addr(w), w.m & used, 16)   # lane r: row r % 8 of matrix r // 8
         h = raw.view(np.uint16).reshape(-1)
         regs = h[lo_idx].astype(np.uint32) | (h[hi_idx].astype(np.uint32) << 16)

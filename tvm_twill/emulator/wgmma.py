@@ -26,19 +26,36 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings as F
 from .encodings import decode_wgmma_desc, wgmma_a, wgmma_c, wgmma_operand_address
+from .ptx import Instruction
+from .state import AsyncOp
 from .values import LANE_IDS, LANES, bf16_to_f32
 
 
-@dataclass
-class WgmmaOp:
+@dataclass(eq=False, slots=True)
+class WgmmaOp(AsyncOp):
+    """This warp's share of one wgmma.mma_async: its 16 rows of the accumulator, completing at the covering
+    wgmma.wait_group (or at exit)."""
+
     warp: int
-    regs: list
-    in_pois: list
-    a_idx: np.ndarray       # [16, 16] shared byte address of A(m, k) for this warp's rows (None: RS form)
+    regs: list[int]         # the accumulator registers
+    in_pois: list           # their poison at issue (None where an earlier op of this warp still writes one)
+    a_idx: np.ndarray | None    # [16, 16] shared byte address of A(m, k) for this warp's rows (None: RS form)
     b_idx: np.ndarray       # [16, N] shared byte address of B(k, n)
     scale_d: bool
     line: int
-    ins: object
+    ins: Instruction
+    chain: list[bool]       # per register: an earlier in-flight op of this warp writes it
+    n: int
+    dt: str                 # the input type: f16 or bf16
+    rc: list                # per register: the (row, column) of the accumulator each lane holds
+    a_regs: list[int] | None = None     # the RS form's A registers
+    a_snap: list | None = None          # their bits and poison at issue
+    done: bool = False
+    id: int = 0
+
+    def perform(self, cta):
+        _complete(cta, cta.warps[self.warp], self)
+        self.done = True
 
 
 def _operand_addresses(desc, rows, ks, k_major):
@@ -65,9 +82,10 @@ def compile_wgmma(ins, cc):
         def wait(w):
             groups = w.wg_groups
             k = len(groups) - n
+            cta = launch.cta
             for g in groups[:max(k, 0)]:
                 for op in g:
-                    complete_wgmma(launch.cta, w, op)
+                    cta.complete(op)
             w.wg_groups = groups[max(k, 0):]
         return wait
     return _compile_mma_async(ins, cc)
@@ -114,15 +132,10 @@ def _compile_mma_async(ins, cc):
         busy = w.wg_busy      # registers an in-flight op of this warp still writes
         chain = [busy.get(i, 0) > 0 for i in regs]
         op = WgmmaOp(w.idx, regs, [None if c else w.pois[i] for c, i in zip(chain, regs)], a_idx, b_idx, s,
-                     ins.line, ins)
-        op.chain = chain
+                     ins.line, ins, chain, n, dt, [wgmma_c(32 * wg + lane, i, n) for i in range(n // 2)], a_regs,
+                     [(w.regs[r].view(np.uint32).copy(), w.pois[r]) for r in a_regs] if rs else None)
         for i in regs:
             busy[i] = busy.get(i, 0) + 1
-        op.n, op.dt = n, dt
-        op.a_regs = a_regs
-        if rs:
-            op.a_snap = [(w.regs[r].view(np.uint32).copy(), w.pois[r]) for r in a_regs]
-        op.rc = [wgmma_c(32 * wg + lane, i, n) for i in range(n // 2)]
         _issue_checks(cta, w, ins, op)
         for i in regs:
             w.pois[i] = np.ones(LANES, np.bool_)
@@ -168,7 +181,7 @@ def _issue_checks(cta, w, ins, op):
                                                                         None, "write"), address=int(b))
     gen = idx[sm.wr_generic[idx]]
     if gen.size:
-        unfenced = _unfenced(cta, gen, vcw)
+        unfenced = cta.unfenced(gen, vcw)
         if unfenced is not None:
             cta.finding(F.ProxyFenceMissing, w, ins, w.m, f"wgmma (async proxy) reads shared byte {unfenced} "
                         f"written by an ordinary store (warp {sm.wr_warp[unfenced]}, PTX line "
@@ -177,23 +190,7 @@ def _issue_checks(cta, w, ins, op):
     np.add.at(sm.async_readers, idx, 1)
 
 
-def _unfenced(cta, idx, vcw):
-    """A byte (of idx) whose generic write has no fence.proxy.async by its writer that happens before now."""
-    sm = cta.shared
-    writers = sm.wr_warp[idx]
-    seqs = sm.wr_seq[idx]
-    for u in np.unique(writers):
-        sel = writers == u
-        fs, fc = cta.proxy_fences.get(int(u), ([], []))
-        k = np.searchsorted(np.asarray(fs, np.int64), seqs[sel], side="right")
-        fc = np.asarray(fc + [np.iinfo(np.int64).max], np.int64)
-        ok = fc[k] <= vcw[u]
-        if not ok.all():
-            return int(idx[sel][~ok][0])
-    return None
-
-
-def complete_wgmma(cta, w, op):
+def _complete(cta, w, op):
     """Perform the op now: read its shared operands as they are and write the accumulator registers."""
     sm = cta.shared
     data = sm.data.view(np.uint16) if sm.size % 2 == 0 else None
@@ -234,7 +231,7 @@ def finish_wgmma(cta, w):
     """At exit: complete what was never waited for (the registers are dead; only the windows close)."""
     for g in [*w.wg_groups, w.wg_pending]:
         for op in g:
-            complete_wgmma(cta, w, op)
+            cta.complete(op)
     w.wg_groups, w.wg_pending = [], []
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmulationError
-from .memops import _space, access, address
+from .memops import access, address, space_of
 from .values import LANE_IDS, LANES
 
 ROW16 = (LANE_IDS % 16).astype(np.int64)
@@ -57,7 +57,7 @@ def _compile_load_store(ins, cc, p):
     regs_op, addr_op = (ins.operands[1], ins.operands[0]) if store else (ins.operands[0], ins.operands[1])
     stride = cc.read(ins.operands[2], "u32", ins) if len(ins.operands) > 2 else None
     addr = address(cc, addr_op, ins)
-    space = _space(p)
+    space = space_of(p)
     elems = _fragment_elements("c" if kind == "d" else kind)
     eb = 2 if t == "f16" else 4
     regs = [cc.reg(o, ins) for o in regs_op.items]
@@ -123,8 +123,8 @@ def _compile_mma(ins, cc, p):
         return m, pm
 
     def run(w):
-        from .tensor import _aligned
-        _aligned(launch.cta, w, ins)
+        from .tensor import check_aligned
+        check_aligned(launch.cta, w, ins)
         A, pa = unpack(w, ra, ea, True)
         B, pb = unpack(w, rb, eb_, True)
         C, pc = unpack(w, rc, ec, ct == "f16")
