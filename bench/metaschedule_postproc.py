@@ -2,7 +2,7 @@
 
 For each arch (default sm_80 and sm_90a) it samples N candidates of
 MetaSchedule's software-pipelining tensor-core design space for an n^3 fp16
-GEMM (``workloads.tensorcore_tune_context``: ``ReplayTrace`` through the
+GEMM (``tvm_twill.metaschedule.tensorcore_tune_context``: ``ReplayTrace`` through the
 default "cuda-tensorcore" postprocessors, no GPU), then times
 ``TwillPipeline.apply`` on a fresh schedule of each candidate, twice:
 
@@ -45,7 +45,7 @@ except ImportError:  # a source checkout without `pip install -e .`
 
 from tvm_twill.cache import PlanCache  # noqa: E402
 from tvm_twill.metaschedule import TwillPipeline  # noqa: E402
-from tvm_twill.workloads import sample_candidates, tensorcore_tune_context  # noqa: E402
+from tvm_twill.metaschedule import sample_candidates, tensorcore_tune_context  # noqa: E402
 
 
 def host() -> dict:

@@ -94,7 +94,7 @@ def run_candidates(count: int, args) -> dict:
     """A module of ``count`` MetaSchedule candidates of a 512^3 fp16 GEMM (sm_80): distinct loops, unlike the
     model's, so the solves of one round can run side by side."""
     from tvm_twill.frontend.ir import tvm
-    from tvm_twill.workloads import sample_candidates, tensorcore_tune_context
+    from tvm_twill.metaschedule import sample_candidates, tensorcore_tune_context
 
     t = time.perf_counter()
     cands = sample_candidates(tensorcore_tune_context(512, "sm_80"), count)

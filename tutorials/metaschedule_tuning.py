@@ -37,7 +37,7 @@ except ImportError:  # running from a source checkout without `pip install -e .`
 TUNE_CALL = """\
     from tvm.s_tir import meta_schedule as ms
     from tvm_twill.metaschedule import TwillPipeline
-    from tvm_twill.workloads import tensorcore_tune_context
+    from tvm_twill.metaschedule import tensorcore_tune_context
 
     postprocs = [*ms.postproc.Postproc.create("cuda-tensorcore"), TwillPipeline()]   # tvm_twill last
     ctx = tensorcore_tune_context(512, "sm_80", postprocs=postprocs)   # the GEMM, the pipelining rule
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     from tvm_twill.frontend import resolve_loop
     from tvm_twill.metaschedule import TwillPipeline, target_machine
     from tvm_twill.transforms import restore_annotation
-    from tvm_twill.workloads import sample_candidates, tensorcore_tune_context
+    from tvm_twill.metaschedule import sample_candidates, tensorcore_tune_context
 
     # 1. MetaSchedule's design space for the GEMM, TwillPipeline last among the postprocessors.
     twill = TwillPipeline()

@@ -1,7 +1,7 @@
 """The MetaSchedule postprocessor: re-plans annotated pipelines, keeps (and says why) what it cannot plan.
 
 The design-space tests run MetaSchedule itself without a GPU: its
-tensor-core rule with software pipelining (``workloads.tensorcore_tune_context``)
+tensor-core rule with software pipelining (``tvm_twill.metaschedule.tensorcore_tune_context``)
 on a 512^3 fp16 GEMM, candidates sampled by ``ReplayTrace`` through the
 default "cuda-tensorcore" postprocessors and ``TwillPipeline``, for sm_80
 and sm_90a; every candidate is then checked against TVM (InjectSoftwarePipeline,
@@ -21,7 +21,7 @@ from tvm_twill.errors import UnsupportedLoopError  # noqa: E402
 from tvm_twill.frontend import compile_cuda, inject_pipeline, read_annotation, resolve_loop  # noqa: E402
 from tvm_twill.integrations.metaschedule import TwillPipeline, replan_pipelines, target_machine  # noqa: E402
 from tvm_twill.transforms import remove_annotation, restore_annotation  # noqa: E402
-from tvm_twill.workloads import sample_candidates, tensorcore_tune_context  # noqa: E402
+from tvm_twill.metaschedule import sample_candidates, tensorcore_tune_context  # noqa: E402
 from tir_loops import with_control_flow  # noqa: E402
 
 ms = tvm.s_tir.meta_schedule

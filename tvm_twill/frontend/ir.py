@@ -20,7 +20,7 @@ __all__ = ["AUTO_COPY", "CONTROL_FLOW", "DOUBLE_BUFFER_SCOPE", "MANIFEST_LOCAL_S
            "eval_int",
            "fingerprint",
            "has_block", "is_register", "is_shared", "is_true", "manifested_buffers", "meta_schedule_postproc_base",
-           "meta_schedule_verify_gpu_code", "prim_functions", "relax_frontend", "s_tir", "scope_of",
+           "meta_schedule_te_workloads", "meta_schedule_verify_gpu_code", "prim_functions", "relax_frontend", "s_tir", "scope_of",
            "splice_passes", "stock_device_passes", "stock_finalize_passes", "stock_s_tir_passes", "substitute", "thread_extents",
            "tir_pipeline_registry", "tirx", "tvm", "tvm_ffi", "vector_lanes", "walk_all", "walk_stmts"]
 
@@ -326,6 +326,12 @@ def meta_schedule():
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401 - registers the tensor intrinsics
     from tvm.s_tir import meta_schedule as ms
     return ms
+
+
+def meta_schedule_te_workloads():
+    """``tvm.s_tir.meta_schedule.testing.te_workload`` (MetaSchedule's reference TE workloads), loaded when asked."""
+    from tvm.s_tir.meta_schedule.testing import te_workload
+    return te_workload
 
 
 def meta_schedule_verify_gpu_code():

@@ -48,15 +48,16 @@ from ..api import AutoPipelineOptions, auto_pipeline
 from ..planner.cache import SHARED
 from ..errors import InputError, TwillError, UnsupportedLoopError, UnsupportedTargetError
 from ..frontend import inject_pipeline, machine_for, parse_target, pipeline_nests, read_annotation, scratch_schedule
-from ..frontend.ir import fingerprint, meta_schedule, meta_schedule_postproc_base, meta_schedule_verify_gpu_code, tvm
+from ..frontend.ir import (cuda_tensor_intrinsics, fingerprint, meta_schedule, meta_schedule_postproc_base,
+                           meta_schedule_te_workloads, meta_schedule_verify_gpu_code, tvm)
 from ..transforms import apply_annotation, async_waits, remove_annotation, restore_annotation
 from ..transforms.wait_counts import annotate_expected_waits, guard_loop_waits
 from ..planner.stages import STATIC_SMEM_BYTES
-from ..workloads import pipelined_tensorcore_rule, sample_candidates
 from .common import reason_of
 
-__all__ = ["PIPELINED_RULES", "NestOutcome", "Replan", "TwillPipeline", "replan_pipelines", "sample_candidates",
-           "target_machine", "tune_context", "tuning_limits"]
+__all__ = ["PIPELINED_RULES", "TARGET_TAGS", "NestOutcome", "Replan", "TwillPipeline", "pipelined_tensorcore_rule",
+           "replan_pipelines", "sample_candidates", "target_machine", "tensorcore_tune_context", "tune_context",
+           "tuning_limits"]
 
 log = logging.getLogger("tvm_twill.metaschedule")  # the public name (the module moved, the log did not)
 
@@ -315,7 +316,7 @@ class TwillPipeline(_PyPostproc):
 
 
 #: ``tune_context``'s default schedule rules: MetaSchedule's "cuda-tensorcore" with its tensor-core rule
-#: replaced by the mma.sync rule that software-pipelines (``workloads.pipelined_tensorcore_rule``).
+#: replaced by the mma.sync rule that software-pipelines (``pipelined_tensorcore_rule``).
 PIPELINED_RULES = "cuda-tensorcore-pipelined"
 _MS_KINDS = ("cuda", "cuda-tensorcore")
 
@@ -399,3 +400,82 @@ def tune_context(mod, target, *, rules=PIPELINED_RULES, intrinsics: str = "mma",
                                               mutator_probs=kind if mutator_probs is None else mutator_probs)
     return ms.TuneContext(mod=mod, target=tgt, space_generator=space, search_strategy=ms.search_strategy.ReplayTrace(),
                           task_name=task_name, rand_state=seed, num_threads=1)
+
+
+# ---------------------------------------------------------------------------- the pipelining rule alone
+#: TVM target tags (with the limits MetaSchedule checks) for the archs the MetaSchedule workloads use.
+TARGET_TAGS = {"sm_80": "nvidia/nvidia-a100", "sm_90a": "nvidia/nvidia-h100"}
+
+
+def pipelined_tensorcore_rule(intrinsics: str = "mma"):
+    """MetaSchedule's ``MultiLevelTilingTensorCore`` with ``use_software_pipeline=True``, as TVM 0.27 configures
+    it: ``"mma"``, the mma.sync rule of TVM's "cuda-tensorcore" defaults (m16n8k8, fp16 -> fp32, cp.async
+    copies), or ``"wmma"``, the wmma rule with software pipelining of TVM's tests."""
+    ms = meta_schedule()
+    get_wmma_intrin_group = cuda_tensor_intrinsics().get_wmma_intrin_group
+
+    if intrinsics == "mma":
+        groups = [{"init": "mma_init_m16n8k8_f32", "load_a": "mma_load_m16n8k8_f16_A_shared_dyn",
+                   "load_b": "mma_load_m16n8k8_f16_B_shared_dyn", "compute": "mma_sync_m16n8k8_f16f16f32",
+                   "store": "mma_store_m16n8k8_f32_global"}]
+        write_reuse = "no"
+    elif intrinsics == "wmma":
+        groups = [get_wmma_intrin_group("shared.dyn", "shared.dyn", "float16", "float32", True)]
+        write_reuse = "must"
+    else:
+        raise InputError(f"intrinsics must be 'mma' or 'wmma', got {intrinsics!r}")
+    return ms.schedule_rule.MultiLevelTilingTensorCore(
+        intrin_groups=groups, structure="SSSRRSRS", tile_binds=["blockIdx.y", "blockIdx.x", "threadIdx.y"],
+        max_innermost_factor=4, vector_load_lens=[1, 2, 3, 4, 8, 16],
+        reuse_read=ms.schedule_rule.ReuseType(req="must", levels=[4], scope="shared.dyn"),
+        reuse_write=ms.schedule_rule.ReuseType(req=write_reuse, levels=[2], scope="shared.dyn"),
+        use_software_pipeline=True)
+
+
+def tensorcore_tune_context(n: int = 512, target="sm_80", *, intrinsics: str = "mma", postprocs=None,
+                            seed: int = 0):
+    """A MetaSchedule ``TuneContext`` over an n^3 fp16 -> fp32 GEMM whose design space software-pipelines.
+
+    The schedule rule is MetaSchedule's ``MultiLevelTilingTensorCore`` with
+    ``use_software_pipeline=True``, as TVM 0.27 configures it: ``intrinsics``
+    ``"mma"`` is the mma.sync rule of TVM's "cuda-tensorcore" defaults (m16n8k8,
+    cp.async copies; outer k loop [0, 0, 1, 2, 2] / [0, 1, 3, 2, 4], inner
+    [0, 0, 1]); ``"wmma"`` the wmma rule with software pipelining of TVM's
+    tests (copies split into global->local->shared by
+    ManifestSharedMemoryLocalStage; outer [0, 0, 0, 0, 0, 1, 1]).  The
+    defaults list the wmma rule first, which takes every fp16 GEMM without a
+    pipeline, so the pipelining rule is given alone here.  ``target``: an arch
+    (``TARGET_TAGS``) or a ``tvm.target.Target`` with MetaSchedule's limits;
+    ``postprocs``: the postprocessors (default: "cuda-tensorcore"'s);
+    ``seed``: MetaSchedule's random state.  The search strategy is
+    ``ReplayTrace`` (random decisions, no cost model, no GPU): see
+    ``sample_candidates``.
+    """
+    ms, te_workload = meta_schedule(), meta_schedule_te_workloads()
+    rule = pipelined_tensorcore_rule(intrinsics)
+    tgt = tvm.target.Target(TARGET_TAGS.get(target, target)) if isinstance(target, str) else target
+    func = tvm.te.create_prim_func(te_workload.matmul(n, n, n, in_dtype="float16", out_dtype="float32"))
+    if postprocs is None:
+        postprocs = ms.postproc.Postproc.create("cuda-tensorcore")
+    return ms.TuneContext(
+        mod=tvm.IRModule({"main": func}), target=tgt,
+        space_generator=ms.space_generator.PostOrderApply(sch_rules=[rule], postprocs=list(postprocs),
+                                                          mutator_probs={}),
+        search_strategy=ms.search_strategy.ReplayTrace(), task_name=f"gemm{n}_{intrinsics}", rand_state=seed,
+        num_threads=1)
+
+
+def sample_candidates(context, count: int) -> list:
+    """``count`` candidates of the context's design space, as MetaSchedule's search produces them.
+
+    ``ReplayTrace`` re-samples every decision of a design-space trace at
+    random and runs the context's postprocessors on the result (a candidate
+    a postprocessor rejects is replaced by another); returns their Schedules.
+    No cost model, builder or runner: no GPU.
+    """
+    spaces = context.generate_design_space()
+    context.pre_tuning(max_trials=count, num_trials_per_iter=count, design_spaces=spaces)
+    try:
+        return [c.sch for c in context.generate_measure_candidates() or []]
+    finally:
+        context.post_tuning()
