@@ -93,9 +93,32 @@ class Prepared:
             elif prm[0] == "scalar":
                 arr = np.array([prm[2]]).astype(TYPED[prm[1]])
                 chunks.extend(arr.tobytes().ljust(size, b"\0"))
+            elif prm[0] == "struct":
+                chunks.extend(self._struct(name, size, prm[1], buffers))
             else:
                 raise EmulationError(f"unknown parameter kind {prm[0]!r} for {name}")
         return np.frombuffer(bytes(chunks) + bytes(8), np.uint8).copy()
+
+    @staticmethod
+    def _struct(name, size, fields, buffers) -> bytes:
+        """The bytes of a ``.b8`` array parameter (a struct passed by value, a ``__grid_constant__`` object):
+        ``fields`` are ``(byte_offset, item)`` with item ``("buffer", arg_index, byte_offset)`` (a pointer),
+        ``("scalar", ptx_type, value)`` or ``("bytes", raw)``; bytes no field names are zero."""
+        out = bytearray(size)
+        for at, item in fields:
+            if item[0] == "buffer":
+                raw = int(buffers[item[1]] + int(item[2])).to_bytes(8, "little")
+            elif item[0] == "scalar":
+                raw = np.array([item[2]]).astype(TYPED[item[1]]).tobytes()
+            elif item[0] == "bytes":
+                raw = bytes(item[1])
+            else:
+                raise EmulationError(f"unknown field kind {item[0]!r} in the struct parameter {name}")
+            if not 0 <= at <= size - len(raw):
+                raise EmulationError(f"a field of {len(raw)} bytes at offset {at} lies outside the {size}-byte "
+                                     f"parameter {name}")
+            out[at:at + len(raw)] = raw
+        return bytes(out)
 
     def buffer_view(self, arg_index):
         """The bytes of argument ``arg_index`` (a tensor map's global tensor)."""
