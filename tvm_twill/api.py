@@ -36,24 +36,25 @@ from dataclasses import dataclass, field, replace
 from .planner.arguments import check_call, check_options, options_of, seconds
 from .errors import InputError, TwillError, UnsupportedLoopError
 from .frontend import (Extraction, extract_loop, inject_pipeline, loop_rv, machine_for, parse_target,
-                       read_annotation, resolve_loop, scratch_schedule, with_sync_copies)
+                       read_annotation, resolve_loop, scratch_schedule)
 from .model import (Graph, Machine, Schedule, graph_to_dict, machine_to_dict)
 from .model.pipeline import PipelineAnnotation
-from .planner.plan_alternatives import plan_alternatives
+from .planner.plan_alternatives import plan_alternatives, schedules_wanted
 from .report import normalization_warning
 from .planner.roofline import plan_prediction, serialized_ii
-from .transforms import (AsyncWait, annotation_ii, apply_annotation, async_waits, legality_violations,
-                         remove_annotation, restore_annotation, wait_count_caveat)
+from .transforms import (AsyncWait, annotation_from_schedule, annotation_ii, apply_annotation,
+                         async_waits, legality_violations, refine, remove_annotation, restore_annotation,
+                         wait_count_caveat)
 from .compiler.ptxas import wgmma_serialized
-from .planner.async_copies import sync_copy_reasons
+from .planner.async_copies import all_copies_async, sync_copy_reasons
 from .planner.plan_progress import PlanProgress
 from .transforms.wgmma_overlap import has_wgmma
-from .planner.stages import SharedFit, shared_memory, shared_summary
+from .planner.stages import SharedFit, fit_shared, shared_memory, shared_summary
 from .transforms.pipelines import SWP_PIPELINE, WAITS_PIPELINE, WS_PIPELINE, register
 from .transforms.wait_counts import guard_loop_waits, guarded_annotations
 from .report.explain import SYMBOLIC_NOTE, explain_plan, schedule_phrase
 from .planner.warpspec import WarpSpecialization, apply_warp_specialization, plan_warp_specialization
-from .planner.sync_pricing import solve_and_fit
+from .planner.context import Candidate, PlanningContext
 from .planner.ws_plan import WsTiming
 
 __all__ = ["AnnotationEval", "AutoPipelineOptions", "PipelinePlan", "SYMBOLIC_NOTE", "auto_pipeline",
@@ -461,10 +462,18 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     if ex.refusal is not None:  # no multi-stage pipeline of it compiles (frontend/opaque.py)
         raise UnsupportedLoopError(ex.refusal)
     ms = swp_machine(m)
+    graph = ex.graph.replace(machine=ms)
+    ex = replace(ex, graph=graph)
     progress.begin(f"solving the {len(ex.stmts)}-statement loop (time limit {seconds(opts.time_limit)})")
-    solved = solve_and_fit(ex, ms, m, opts, solve, progress)
-    ctx, fitted, moved, others = solved.ctx, solved.fitted, solved.moved, solved.others
-    ex, graph, cand = ctx.extraction, ctx.extraction.graph, moved.candidate
+    sched, others = _solve_top(solve, graph, ms, opts)
+    progress.step(f"solved: ii {sched.ii * ex.quantum} cycles ({'optimal' if sched.optimal else 'best found'})")
+    asyncable = [s.async_capable for s in ex.stmts]
+    ann = refine(annotation_from_schedule(sched, graph, asyncable, allow_async=True), graph, ms, sched.ii)
+    progress.begin("fitting the stages to TVM's buffer versions and shared memory")
+    ctx = PlanningContext(extraction=ex, machine=ms, full_machine=m, options=opts, solve=solve)
+    fitted = fit_shared(ctx, Candidate(sched, ann))
+    moved = all_copies_async(ctx, fitted.candidate)
+    cand = moved.candidate
     sched, ann = cand.schedule, cand.annotation
     progress.step(f"stages fitted: {ann.num_stages} stage(s), ii {sched.ii * ex.quantum} cycles")
     bad = legality_violations(ann, graph)  # never apply what the dependences forbid
@@ -484,7 +493,7 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
     if opts.warp_specialize is not False:
         try:
             progress.begin("warp specialization: solving the loop with a producer warp")
-            ws = plan_warp_specialization(sch, ref, replace(ctx, extraction=solved.priced_async), cand, arch)
+            ws = plan_warp_specialization(sch, ref, ctx, cand, arch)
             plan = replace(plan, warp_specialization=ws)
             progress.step(f"warp specialization planned: {ws.reason}")
             if ws.chosen:
@@ -507,6 +516,15 @@ def _plan_one(sch, loop, target, opts: AutoPipelineOptions, progress: PlanProgre
             fallback = f" (warp_specialize='auto' fell back to the software pipeline: {err})"
     plan = _plain_outcome(sch, ref, plan, opts, m, cache)
     return replace(plan, outcome=plan.outcome + fallback)
+
+
+def _solve_top(solve, graph, ms, opts: AutoPipelineOptions):
+    """(the best schedule, the next best ones): ``top_k`` > 1 asks the solver for more (``plan_alternatives``)."""
+    if opts.top_k == 1:
+        return solve(graph, ms, time_limit=opts.time_limit), ()
+    from .solvers import SolveOptions
+    sched = solve(graph, ms, options=SolveOptions(time_limit=opts.time_limit, top_k=schedules_wanted(opts.top_k)))
+    return replace(sched, alternatives=()), sched.alternatives
 
 
 def _plain_outcome(sch, ref, plan: PipelinePlan, opts: AutoPipelineOptions, m: Machine, cache) -> PipelinePlan:
@@ -573,9 +591,6 @@ def evaluate_annotation(sch, loop, target, *, machine=None, quantum: int | None 
     bad = legality_violations(ann, ex.graph)
     if bad:
         raise InputError(f"the annotation of loop '{ex.loop}' is not a legal pipeline: {bad[0]}")
-    plain = {s.name: "outside every async stage of the annotation" for s in ex.stmts
-             if s.async_capable and ann.stages[s.index] not in ann.async_stages}
-    ex = with_sync_copies(ex, plain) if plain else ex    # priced as the plain copies they are
     ms = swp_machine(m)
     graph = ex.graph.replace(machine=ms)
     ex = replace(ex, graph=graph)

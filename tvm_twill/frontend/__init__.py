@@ -15,7 +15,7 @@ and the analyses ``extract`` and ``opaque`` use (``classify``, ``cp_async``, ``h
 ``invariant``, ``uniform``): docs/frontend.md.
 """
 from .costs import DEFAULT_QUANTUM, DRAM_LATENCY_CYCLES, StmtInfo
-from .extract import Extraction, extract_loop, with_sync_copies
+from .extract import Extraction, extract_loop
 from .loops import (LoopRef, annotated_pipeline_loops, local_stage_blocks, loop_rv, pipeline_nests, read_annotation,
                     resolve_loop, schedule_loops, scratch_schedule)
 from .lowering import (ASYNC_COPY_CONFIG, KernelInfo, compile_cuda, inject_pipeline, kernel_info, lower_to_pipeline,
@@ -26,5 +26,4 @@ __all__ = ["ASYNC_COPY_CONFIG", "DEFAULT_QUANTUM", "DRAM_LATENCY_CYCLES", "Extra
            "StmtInfo", "annotated_pipeline_loops", "compile_cuda", "dlight_arch", "dlight_target", "extract_loop",
            "inject_pipeline", "kernel_info",
            "local_stage_blocks", "loop_rv", "lower_to_pipeline", "machine_for", "parse_target", "pipeline_nests",
-           "pipeline_prefix_passes", "read_annotation", "resolve_loop", "schedule_loops", "scratch_schedule",
-           "with_sync_copies"]
+           "pipeline_prefix_passes", "read_annotation", "resolve_loop", "schedule_loops", "scratch_schedule"]

@@ -374,51 +374,25 @@ def _units(cycles: float, q: int) -> int:
     return 0 if cycles <= 0 else max(1, math.ceil(cycles / q - 1e-9))
 
 
-def _stalled(m, n: int) -> tuple:
-    """The reservation of a synchronous global->shared copy in TVM's one-role pipeline: every thread loads
-    into registers and stores to shared memory right away, so its warps wait at the store for the load's
-    latency (``n`` units) and issue nothing meanwhile.  Every unit is held whole for those ``n`` units, so no
-    other statement of the loop issues then: what the warps started before runs on, as the kernel does
-    (its results are ordered by the edges' delays, not by the reservation)."""
-    row = dict(m.units)
-    return tuple(row for _ in range(n))
-
-
-def _op(s, stmts, m, q, streaming) -> Op:
-    """The graph op of statement ``s``: its work per unit (a reservation table when it uses several), the
-    registers its results hold while another statement needs them, and the stall of a synchronous copy."""
-    work = dict(s.work)
-    if streaming and s.kind == "copy":  # one producer issues every copy instruction (model/throughput.py)
-        work["TMA"] = max(work.get("TMA", 0.0), s.copy.producer_issue if s.copy is not None else 0.0)
-    units = {u: _units(c, q) for u, c in work.items() if c > 0}
-    cycles = max(units.values(), default=0)
-    # registers count only while another statement still needs them
-    regs = sum(r for b, r in s.reg_writes.items()
-               if any(b in t.reads for t in stmts if t.index != s.index))
-    common = dict(regs=regs, smem=s.smem, spill_cost=0, variable_latency=bool(streaming and s.kind == "copy"))
-    stall = 0 if streaming or not s.sync_copy else _units(s.latency, q)
-    if stall > cycles:  # the warps wait at the shared store for the load, issuing nothing else (_stalled)
-        unit = max(units, key=units.get) if units else "ALU"
-        return Op(name=s.name, cycles=stall, unit=unit, rrt=_stalled(m, stall), **common)
-    if len(units) <= 1:
-        return Op(name=s.name, cycles=cycles, unit=next(iter(units), "ALU"), **common)
-    rrt = tuple({u: 1 for u, n in units.items() if j < n} for j in range(cycles))
-    return Op(name=s.name, cycles=cycles, unit=max(units, key=units.get), rrt=rrt, **common)
-
-
-def with_sync_copies(ex: Extraction, reasons: dict) -> Extraction:
-    """``ex`` with the cp.async-capable copies named in ``reasons`` (name -> why) run synchronously: no longer
-    async-capable, each priced as the stall it is (``_stalled``), its reason kept (``StmtInfo.kept_sync``).
-    What a plan that leaves such a copy out of every async stage must be solved on."""
-    stmts = tuple(replace(s, async_capable=False, kept_sync=reasons[s.name]) if s.name in reasons else s
-                  for s in ex.stmts)
-    ops = tuple(_op(s, stmts, ex.machine, ex.quantum, False) if s.name in reasons else op
-                for s, op in zip(stmts, ex.graph.ops, strict=True))
-    return replace(ex, stmts=stmts, graph=ex.graph.replace(ops=ops))
-
-
 def _build_graph(stmts, loop_name, m, q, streaming) -> Graph:
-    ops = [_op(s, stmts, m, q, streaming) for s in stmts]
+    ops = []
+    for s in stmts:
+        work = dict(s.work)
+        if streaming and s.kind == "copy":  # one producer issues every copy instruction (model/throughput.py)
+            work["TMA"] = max(work.get("TMA", 0.0), s.copy.producer_issue if s.copy is not None else 0.0)
+        units = {u: _units(c, q) for u, c in work.items() if c > 0}
+        cycles = max(units.values(), default=0)
+        # registers count only while another statement still needs them
+        regs = sum(r for b, r in s.reg_writes.items()
+                   if any(b in t.reads for t in stmts if t.index != s.index))
+        common = dict(regs=regs, smem=s.smem, spill_cost=0,
+                      variable_latency=bool(streaming and s.kind == "copy"))
+        if len(units) <= 1:
+            unit = next(iter(units), "ALU")
+            ops.append(Op(name=s.name, cycles=cycles, unit=unit, **common))
+        else:
+            rrt = tuple({u: 1 for u, n in units.items() if j < n} for j in range(cycles))
+            ops.append(Op(name=s.name, cycles=cycles, unit=max(units, key=units.get), rrt=rrt, **common))
     edges = []
     for i, a in enumerate(stmts):
         delay = _units(a.latency, q)  # >= 1 for a statement with work: its consumer issues later

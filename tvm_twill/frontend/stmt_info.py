@@ -51,8 +51,7 @@ class StmtInfo:
     ``flops`` its floating-point operations and ``bounds`` throughput bound -> cycles ("tensor core", "CUDA
     cores", "shared memory", ...) per iteration; ``copy`` the traffic of its copies (None: it copies nothing);
     ``vector_bytes`` the bytes per thread its copies move; ``not_async``: why a plain copy cannot be a
-    cp.async as TVM lowers it (a transposing or misaligned vector, ``cp_async``; None: nothing stops it);
-    ``kept_sync``: why the plan keeps a copy cp.async could run synchronous (``extract.with_sync_copies``).
+    cp.async as TVM lowers it (a transposing or misaligned vector, ``cp_async``; None: nothing stops it).
     A part of an annotated inner loop (prologue, body, epilogue): ``inner`` the loop's name, ``counts`` the
     runs of each of its statements.
     """
@@ -77,7 +76,6 @@ class StmtInfo:
     copy: CopyTraffic | None = field(default=None, compare=False)
     vector_bytes: tuple[int, ...] = field(default=(), compare=False)
     not_async: str | None = field(default=None, compare=False)
-    kept_sync: str | None = field(default=None, compare=False)
     inner: str | None = field(default=None, compare=False)
     counts: tuple[int, ...] = field(default=(), compare=False)
 
@@ -85,12 +83,6 @@ class StmtInfo:
     def smem(self) -> int:
         """Bytes of shared memory written per iteration (all buffers)."""
         return sum(self.smem_writes.values())
-
-    @property
-    def sync_copy(self) -> bool:
-        """A global->shared copy TVM runs synchronously whatever its stage (``async_capable`` False: a
-        transposing, misaligned or guarded copy, or a loop with explicit barriers)."""
-        return self.kind == "copy" and self.copy is not None and bool(self.smem_writes) and not self.async_capable
 
     @property
     def units(self) -> tuple[str, ...]:

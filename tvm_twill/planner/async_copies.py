@@ -25,7 +25,7 @@ from .stages import shared_memory
 from ..transforms import (annotation_ii, async_copies_first, async_copies_lead, async_stages_contiguous,
                          legality_violations, refine, select_async_stages, statement_deps)
 
-__all__ = ["AsyncResult", "all_copies_async", "leading_copies", "sync_copy_reasons"]
+__all__ = ["AsyncResult", "all_copies_async", "sync_copy_reasons"]
 
 
 def _capable(ex) -> list[int]:
@@ -135,64 +135,6 @@ def all_copies_async(ctx: PlanningContext, cand: Candidate) -> AsyncResult:
     return AsyncResult(replace(cand, schedule=s2, annotation=moved_ann, depth=note), why_not)
 
 
-def _leading(ctx: PlanningContext, ann: PipelineAnnotation, cap: list, gap: int):
-    """(annotation, times, ii): the capable copies in stage 0, the other statements of ``ann`` at their stages
-    less their lowest plus ``gap``; None where that is illegal, not all the copies async or not reachable."""
-    ex, ms = ctx.extraction, ctx.machine
-    low = min((s for i, s in enumerate(ann.stages) if i not in cap), default=0)
-    stages = tuple(0 if i in cap else s - low + gap for i, s in enumerate(ann.stages))
-    new = PipelineAnnotation(stages, ann.orders, select_async_stages(stages, ex.graph,
-                                                                     [s.async_capable for s in ex.stmts]))
-    if legality_violations(new, ex.graph) or any(new.stages[i] not in new.async_stages for i in cap):
-        return None
-    try:
-        ii, _, _ = annotation_ii(ex.graph, ms, new)
-        new = refine(new, ex.graph, ms, ii)
-        if not async_stages_contiguous(new) or not async_copies_lead(new, ex.graph):
-            new = async_copies_first(_grouped_in_order(new))
-        if legality_violations(new, ex.graph):
-            return None
-        ii, times, _ = annotation_ii(ex.graph, ms, new)
-    except InfeasibleError:
-        return None
-    return new, times, ii
-
-
-def leading_copies(ctx: PlanningContext, cand: Candidate, cap_stages: int) -> Candidate | None:
-    """``cand`` with every capable copy in a stage of its own, stage 0, and the other statements after it, their
-    stages as in ``cand`` shifted to start ``gap`` stages later (the gap, 1 or more, that reaches the smallest
-    ii; fewer stages on a tie), so that TVM issues each copy as cp.async.  The ii may be above ``cand``'s: the
-    optimum may have shared a stage between a copy and its reader.  None where no gap keeps the dependences,
-    the stage bound ``cap_stages``, TVM's grouping of copies and the block's shared memory."""
-    ex, ms, m, ann = ctx.extraction, ctx.machine, ctx.full_machine, cand.annotation
-    cap = _capable(ex)
-    if not cap:
-        return None
-    rest = [s for i, s in enumerate(ann.stages) if i not in cap]
-    best = None
-    for gap in range(1, cap_stages - (max(rest, default=0) - min(rest, default=0))):
-        found = _leading(ctx, ann, cap, gap)
-        if found is None or found[0].num_stages > cap_stages or (best is not None and found[2] >= best[2]):
-            continue
-        if sum(b for _, b in shared_memory(ex, found[0]).values()) <= m.smem_bytes:
-            best = found
-    if best is None:
-        return None
-    new, times, ii = best
-    ops = {op.name: Placement(time=times[op.name], stage=new.stages[i], order=new.orders[i], warp=0)
-           for i, op in enumerate(ex.graph.ops)}
-    sched = cand.schedule
-    s2 = replace(sched, ii=ii, ops=ops, length=max(times[n] + c for n, c in sched.cycles.items()), tie_breaks=(),
-                 optimal=False)
-    if check(s2, ex.graph, ms):  # pragma: no cover - annotation_ii's times satisfy the model's rules
-        return None
-    names = ", ".join(ex.names[i] for i in cap)
-    note = (f"{new.num_stages} stage(s): {names} in stage 0, a stage of their own, the other statements after "
-            f"them, so that TVM issues every cp.async-capable copy as cp.async (II {ii * ex.quantum} cycles with "
-            "these stages and orders)")
-    return Candidate(s2, new, None, note)
-
-
 def _own_reason(i, ann, deps, ordered) -> str | None:
     """Why copy ``i`` cannot be asynchronous whatever stage it is in (None: it could be)."""
     if i in ordered:
@@ -215,9 +157,7 @@ def sync_copy_reasons(ex, ann: PipelineAnnotation, why_not: dict | None = None) 
     for st in ex.stmts:
         i, s = st.index, ann.stages[st.index]
         if not st.async_capable:
-            if st.kept_sync:  # capable, but the plan keeps it synchronous (planner/sync_pricing.py)
-                out.append((ex.names[i], st.kept_sync))
-            elif st.not_async:  # a copy cp.async would get wrong (frontend/cp_async.py)
+            if st.not_async:  # a copy cp.async would get wrong (frontend/cp_async.py)
                 out.append((ex.names[i], f"TVM would lower it to a wrong cp.async: {st.not_async}"))
             continue
         if s in ann.async_stages:

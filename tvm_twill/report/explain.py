@@ -82,9 +82,8 @@ def explain_plan(plan) -> str:
     for st in ex.stmts:
         op = g.ops[st.index]
         p = s.ops[st.name]
-        where = ("every unit: a synchronous copy, its warps wait at the shared store for the load and issue "
-                 "nothing else" if st.sync_copy else '+'.join(unit_label(m.costs, u) for u in st.units) or 'nothing')
-        L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles * q} cycles on {where}; issues at cycle "
+        L.append(f"  [{st.index}] {st.name}: {st.description}; {op.cycles * q} cycles on "
+                 f"{'+'.join(unit_label(m.costs, u) for u in st.units) or 'nothing'}; issues at cycle "
                  f"{p.time * q} -> stage {ann.stages[st.index]}, "
                  f"order {ann.orders[st.index]}")
     L.extend(_limits(plan))
