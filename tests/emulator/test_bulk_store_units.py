@@ -139,6 +139,7 @@ TMA_LOAD = f"""{HEAD}.visible .entry k(
     setp.ne.s32 %p1, %r1, 0;
     @%p1 bra $END;
     mbarrier.init.shared.b64 [%r6], 1;
+    fence.mbarrier_init.release.cluster;
     mbarrier.arrive.expect_tx.shared.b64 _, [%r6], 2048;
     cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r7], [%rd3, {{%r2, %r2}}], [%r6];
 $WAIT:

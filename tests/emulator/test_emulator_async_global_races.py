@@ -43,13 +43,16 @@ def kernel(body):
             f"    .shared .align 1024 .b8 tbuf[1024];\n    .shared .align 8 .b64 mbar;\n{FRAME}{body}\n    ret;\n}}\n")
 
 
-def run(body, ctas=1, interleavings=3):
+def run(body, ctas=1, interleavings=3, policy=None):
     tensor = np.arange(256, dtype=np.float32)
     out = np.zeros(64, np.uint32)
     src = kernel(body)
     launch = E.Launch("k", (ctas, 1, 1), (64, 1, 1), 0, (("tensormap", TMAP), ("buffer", 0, 0), ("buffer", 1, 0)))
-    report = E.run_ptx(src, [launch], tensor, out, interleavings=interleavings)
+    report = E.run_ptx(src, [launch], tensor, out, interleavings=interleavings, policy=policy)
     return report, src, tensor, out
+
+
+ONE_AT_A_TIME = E.Policy(sm_count=1, ctas_per_sm=1)     # one CTA resident: the later CTA reports the race
 
 
 def line_of(src, text):
@@ -97,13 +100,14 @@ READ_NEXT = "ld.global.u32 %r10, [%rd1+256];"
 
 def test_a_tile_one_cta_tma_stores_read_by_another_cta_is_a_race_at_either_side_and_its_own_tile_is_not():
     read_first = "setp.ne.s32 %p4, %r2, 0;\n    @%p4 bra $R;\n    " + READ_NEXT + "\n$R:\n" + store_tile()
-    report, src, _, _ = run(read_first, ctas=2)      # CTA 0 reads tile 1, then CTA 1 stores it
+    report, src, _, _ = run(read_first, ctas=2, policy=ONE_AT_A_TIME)   # CTA 0 reads tile 1, then CTA 1 stores it
     f = assert_race(report, src, TMA_STORE, None, cta=(1, 0, 0))
     assert "CTAs of a launch are not ordered" in f.message and f.other[3] == "read"
     planted = "ld.global.u32 %r10, [%rd1];"
     read_after = store_tile() + "    bar.sync 0;\n    setp.ne.s32 %p4, %r1, 32;\n    @%p4 bra $R;\n    " + planted + \
         "\n$R:\n"
-    report, src, _, _ = run(read_after, ctas=2)      # warp 1 reads tile 0: ordered in CTA 0, not in CTA 1
+    report, src, _, _ = run(read_after, ctas=2, policy=ONE_AT_A_TIME)   # warp 1 reads tile 0: ordered in CTA 0,
+    # not in CTA 1
     f = assert_race(report, src, planted, TMA_STORE, cta=(1, 0, 0))
     assert {fd.where.cta for fd in races(report)} == {(1, 0, 0)}, str(report)
     assert f.other[3] == "write" and "CTA (0, 0, 0) warp 0" in f.message
@@ -169,6 +173,7 @@ def tma_load(warp1_waits):
     return f"""
     @%p1 bra $INITED;
     mbarrier.init.shared.b64 [%r30], 1;
+    fence.mbarrier_init.release.cluster;
 $INITED:
     bar.sync 0;
     @%p1 bra $ISSUED;
@@ -277,6 +282,7 @@ def test_a_tma_load_of_a_tile_a_tma_store_may_still_be_writing_is_a_race_between
     body = """
     @%p1 bra $INITED;
     mbarrier.init.shared.b64 [%r30], 1;
+    fence.mbarrier_init.release.cluster;
 $INITED:
 """ + FILL + f"""
     add.s32 %r26, %r20, 256;

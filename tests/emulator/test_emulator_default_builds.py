@@ -148,5 +148,5 @@ def test_metaschedule_candidate_built_by_metaschedules_builder_is_safe(latency16
     for config in ({}, ASYNC):  # MetaSchedule's build function, as its LocalBuilder runs it
         with tvm.transform.PassContext(config=config):
             _assert_safe(default_build(sch.mod, target, None))
-    (result,) = ms.builder.LocalBuilder(max_workers=1).build([ms.builder.BuilderInput(sch.mod, target)])
+    (result,) = ms.builder.LocalBuilder(max_workers=1, timeout_sec=600).build([ms.builder.BuilderInput(sch.mod, target)])
     assert result.error_msg is None and result.artifact_path

@@ -563,7 +563,7 @@ lanes("trap is a finding", "trap", "trap;", lambda x, y: np.zeros(T), findings=(
 lanes("setmaxnreg.dec then .inc, checked for range, step 8 and direction",
       ("setmaxnreg.dec.sync.aligned.u32", "setmaxnreg.inc.sync.aligned.u32"),
       "setmaxnreg.dec.sync.aligned.u32 40;\n    setmaxnreg.inc.sync.aligned.u32 232;\n    mov.u32 %r3, %r2;",
-      lambda x, y: x[:, 0],
+      lambda x, y: x[:, 0], threads=128,      # setmaxnreg is .sync.aligned over a whole warp group
       variants=(("inc.sync.aligned.u32 232", "inc.sync.aligned.u32 32", {"SetmaxnregMisuse"}),
                 ("dec.sync.aligned.u32 40", "dec.sync.aligned.u32 44", {"SetmaxnregMisuse"}),
                 ("dec.sync.aligned.u32 40", "dec.sync.aligned.u32 16", {"SetmaxnregMisuse"})))

@@ -1,25 +1,23 @@
-"""The general ALU: integer and floating-point arithmetic, logic, shifts, bit fields, comparisons, selects.
+"""The general ALU: integer arithmetic, logic, shifts, bit fields, comparisons, selects.
 
 Each ``compile_*`` takes a parsed instruction and the kernel's ``Compiler`` and
 returns a closure ``fn(w)`` executing it for the warp's active lanes.  Float
-arithmetic is IEEE round-to-nearest in numpy (the PTX default ``.rn``);
-``.ftz`` flushes subnormal inputs and results to zero; ``.sat`` clamps to
-[0, 1].  ``.approx`` functions (ex2, lg2, rcp, sqrt, rsqrt, sin, cos, tanh)
-are computed exactly in float64 and rounded to float32: within the
-hardware's documented maximum error (2 ulp or better for the f32 forms) but
-not bit-identical to it.  PTX ``min``/``max`` return the other operand when
-one is NaN.
+arithmetic (f32, f64, f16, bf16, f16x2, bf16x2) is ``fparith``'s.  Float
+comparisons (PTX ISA 9.7.3.x ``setp``): the ordered ones (``eq ne lt le gt ge``)
+are false when either operand is NaN, the unordered ones (``equ neu ltu leu
+gtu geu``) true; ``num`` is true when neither is NaN, ``nan`` when either is.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import EmulationError
+from .fparith import compile_float
 from .values import TYPED, WIDTH, por
 
 INT = {"u8", "s8", "u16", "s16", "u32", "s32", "u64", "s64", "b8", "b16", "b32", "b64"}
 FLOAT = {"f16", "f32", "f64"}
-F32_TINY = np.float32(1.1754944e-38)
+FLOAT_OPS = FLOAT | {"bf16", "f16x2", "bf16x2"}
 
 
 def _type(ins, allowed):
@@ -29,58 +27,27 @@ def _type(ins, allowed):
     return t
 
 
-def _ftz(x):
-    return np.where(np.abs(x) < F32_TINY, np.copysign(np.float32(0), x), x).astype(x.dtype)
-
-
 def _elementwise(ins, cc, t, fn, nsrc, dst_t=None, src_t=None):
     dst_t = dst_t or t
     src_t = src_t or t
     srcs = [cc.read(o, src_t, ins) for o in ins.operands[1:1 + nsrc]]
     pois = [cc.poison(o, ins) for o in ins.operands[1:1 + nsrc]]
     put = cc.write(ins.operands[0], dst_t, ins)
-    mods = set(ins.parts[1:])
-    ftz = "ftz" in mods and src_t == "f32"
-    sat = "sat" in mods and dst_t in FLOAT
     if len(srcs) == 1:
         a, pa = srcs[0], pois[0]
-
-        def run1(w):
-            x = a(w)
-            r = fn(_ftz(x) if ftz else x)
-            if ftz:
-                r = _ftz(r)
-            if sat:
-                r = np.clip(np.nan_to_num(r, nan=0.0), 0, 1).astype(r.dtype)
-            put(w, r, pa(w))
-        return run1
+        return lambda w: put(w, fn(a(w)), pa(w))
     if len(srcs) == 2:
         a, b = srcs
         pa, pb = pois
+        return lambda w: put(w, fn(a(w), b(w)), por(pa(w), pb(w)))
+    return lambda w: put(w, fn(*[s(w) for s in srcs]), por(*[p(w) for p in pois]))
 
-        def run2(w):
-            x, y = a(w), b(w)
-            if ftz:
-                x, y = _ftz(x), _ftz(y)
-            r = fn(x, y)
-            if ftz:
-                r = _ftz(r)
-            if sat:
-                r = np.clip(np.nan_to_num(r, nan=0.0), 0, 1).astype(r.dtype)
-            put(w, r, por(pa(w), pb(w)))
-        return run2
 
-    def runn(w):
-        xs = [s(w) for s in srcs]
-        if ftz:
-            xs = [_ftz(x) for x in xs]
-        r = fn(*xs)
-        if ftz:
-            r = _ftz(r)
-        if sat:
-            r = np.clip(np.nan_to_num(r, nan=0.0), 0, 1).astype(r.dtype)
-        put(w, r, por(*[p(w) for p in pois]))
-    return runn
+def _tdiv(a, b):
+    """Integer division truncating towards zero, exact for 64-bit values (wraps on -2^63 / -1)."""
+    q = abs(a) // abs(b)
+    q = -q if (a < 0) != (b < 0) else q
+    return (q + 2**63) % 2**64 - 2**63
 
 
 def _wide(t):
@@ -98,18 +65,12 @@ def _hi(t):
     return f
 
 
-def _fminmax(op):
-    def f(x, y):
-        r = op(x, y)  # numpy propagates NaN; PTX returns the non-NaN operand
-        r = np.where(np.isnan(x), y, r)
-        return np.where(np.isnan(y), x, r).astype(x.dtype)
-    return f
-
-
 def compile_arith(ins, cc):
     p = ins.parts
     op = p[0]
-    t = _type(ins, INT | FLOAT)
+    if p[-1] in FLOAT_OPS:
+        return compile_float(ins, cc)
+    t = _type(ins, INT)
     if op in ("add", "sub"):
         f = np.add if op == "add" else np.subtract
         if "sat" in p and t == "s32":
@@ -117,8 +78,6 @@ def compile_arith(ins, cc):
                                                                  -2**31, 2**31 - 1).astype(np.int32), 2)
         return _elementwise(ins, cc, t, lambda x, y: f(x, y).astype(x.dtype), 2)
     if op == "mul":
-        if t in FLOAT:
-            return _elementwise(ins, cc, t, lambda x, y: (x * y).astype(x.dtype), 2)
         if "wide" in p:
             wt = TYPED[_wide(t)]
             return _elementwise(ins, cc, t, lambda x, y: x.astype(wt) * y.astype(wt), 2, dst_t=_wide(t))
@@ -126,16 +85,6 @@ def compile_arith(ins, cc):
             return _elementwise(ins, cc, t, _hi(t), 2)
         return _elementwise(ins, cc, t, lambda x, y: (x * y).astype(x.dtype), 2)
     if op in ("mad", "fma"):
-        if t in FLOAT:
-            from .convert import round_float
-            mode = next((m for m in p if m in ("rn", "rz", "rm", "rp")), "rn")
-
-            def fma(x, y, z):   # f32: the product is exact in float64; one rounding of the sum, in the mode
-                if x.dtype == np.float64:
-                    return x * y + z
-                r = x.astype(np.float64) * y.astype(np.float64) + z.astype(np.float64)
-                return round_float(r, "f32" if x.dtype == np.float32 else "f16", mode)
-            return _elementwise(ins, cc, t, fma, 3)
         if "wide" in p:
             wt = TYPED[_wide(t)]
             put = cc.write(ins.operands[0], _wide(t), ins)
@@ -148,14 +97,11 @@ def compile_arith(ins, cc):
             return _elementwise(ins, cc, t, lambda x, y, z: (h(x, y) + z).astype(x.dtype), 3)
         return _elementwise(ins, cc, t, lambda x, y, z: (x * y + z).astype(x.dtype), 3)
     if op in ("div", "rem"):
-        if t in FLOAT:
-            return _elementwise(ins, cc, t, lambda x, y: (x.astype(np.float64) / y).astype(x.dtype), 2)
-
         def idiv(x, y):
             safe = np.where(y == 0, 1, y)
             if x.dtype.kind == "i":
                 q = np.trunc(x.astype(np.float64) / safe).astype(x.dtype) if x.dtype.itemsize < 8 else \
-                    np.array([int(a / b) if b else -1 for a, b in zip(x.tolist(), safe.tolist())], x.dtype)
+                    np.array([_tdiv(a, b) for a, b in zip(x.tolist(), safe.tolist())], x.dtype)
                 r = (x - q * safe).astype(x.dtype)
             else:
                 q, r = x // safe, x % safe
@@ -164,7 +110,7 @@ def compile_arith(ins, cc):
         return _elementwise(ins, cc, t, idiv, 2)
     if op in ("min", "max"):
         f = np.minimum if op == "min" else np.maximum
-        return _elementwise(ins, cc, t, _fminmax(f) if t in FLOAT else lambda x, y: f(x, y), 2)
+        return _elementwise(ins, cc, t, lambda x, y: f(x, y), 2)
     if op == "abs":
         return _elementwise(ins, cc, t, lambda x: np.abs(x).astype(x.dtype), 1)
     if op == "neg":
@@ -172,23 +118,7 @@ def compile_arith(ins, cc):
     raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
 
 
-def _approx(fn):
-    def f(x):
-        with np.errstate(all="ignore"):
-            return fn(x.astype(np.float64)).astype(x.dtype)
-    return f
-
-
-UNARY_FLOAT = {
-    "rcp": _approx(lambda x: 1.0 / x), "sqrt": _approx(np.sqrt), "rsqrt": _approx(lambda x: 1.0 / np.sqrt(x)),
-    "ex2": _approx(np.exp2), "lg2": _approx(np.log2), "sin": _approx(np.sin), "cos": _approx(np.cos),
-    "tanh": _approx(np.tanh),
-}
-
-
-def compile_unary_float(ins, cc):
-    t = _type(ins, FLOAT)
-    return _elementwise(ins, cc, t, UNARY_FLOAT[ins.parts[0]], 1)
+UNARY_FLOAT = ("rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")
 
 
 def _shift(op, t):
@@ -324,8 +254,7 @@ CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "
 def _cmp(name):
     if name in CMP:
         f = CMP[name]
-        return lambda x, y: f(x, y) & ~(np.isnan(x) | np.isnan(y)) if x.dtype.kind == "f" and name != "ne" \
-            else f(x, y)
+        return lambda x, y: f(x, y) & ~(np.isnan(x) | np.isnan(y)) if x.dtype.kind == "f" else f(x, y)
     if name.endswith("u") and name[:-1] in CMP:    # unordered float compares: true when either is NaN
         f = CMP[name[:-1]]
         return lambda x, y: f(x, y) | np.isnan(x) | np.isnan(y)
@@ -386,7 +315,7 @@ HANDLERS = {}
 for _op in ("add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "abs", "neg"):
     HANDLERS[_op] = compile_arith
 for _op in UNARY_FLOAT:
-    HANDLERS[_op] = compile_unary_float
+    HANDLERS[_op] = compile_float
 for _op in ("and", "or", "xor", "not", "cnot", "shl", "shr", "popc", "clz", "brev"):
     HANDLERS[_op] = compile_logic
 for _op in ("bfe", "bfi", "prmt", "lop3"):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
+from . import hintops
 from .memops import address, check_shared_write, lane_mask
 from .memory import PENDING, lane_bytes
 from .state import AsyncArrive, AsyncOp
@@ -34,7 +35,7 @@ class CopyOp(AsyncOp):
     warp: int
     lanes: np.ndarray
     idx: np.ndarray         # [active lanes, size] shared byte indices
-    view: np.ndarray        # global source bytes
+    view: np.ndarray | None  # global source bytes (None: no lane reads)
     src_off: np.ndarray
     src_size: np.ndarray
     size: int
@@ -62,7 +63,26 @@ class CopyOp(AsyncOp):
         sm.owner[mine] = 0
 
 
+def _operands(ins, cc):
+    """(src-size reader or None, ignore-src reader or None) of ``cp.async ... [dst], [src], cp-size{, src-size |
+    , ignore-src}{, cache-policy}`` (PTX ISA, cp.async); the parser took the cache policy out."""
+    extra = ins.operands[3:]
+    if len(extra) > 1:
+        raise EmulationError(f"cp.async with {len(ins.operands)} operands at PTX line {ins.line}")
+    if not extra:
+        return None, None
+    o = extra[0]
+    if o.kind == "reg" and cc.ptypes.get(o.name) == "pred":
+        return None, cc.read(o, "pred", ins)
+    return cc.read(o, "u32", ins), None
+
+
 def compile_cp_async(ins, cc):
+    """PTX ISA, cp.async: ``cp-size`` bytes are written to [dst]; the first ``src-size`` come from [src] and
+    the rest are zeros; with ``src-size`` 0 or ``ignore-src`` true no source byte is read, so only the bytes
+    read must lie in a global buffer.  Destination bounds, alignment of both addresses and the group
+    tracking apply to every copy.  A ``src-size`` above ``cp-size`` is undefined behaviour: a ``BadAccess``
+    finding."""
     p = ins.parts[1:]          # ['async', 'ca' | 'cg', 'shared', 'global']
     if len(p) != 4 or p[1] not in ("ca", "cg") or "shared" not in p[2] or "global" not in p[3]:
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
@@ -73,10 +93,7 @@ def compile_cp_async(ins, cc):
     if p[1] == "cg" and size != 16:
         raise EmulationError(f"cp.async.cg needs size 16 at PTX line {ins.line}")
     dst, src = address(cc, ops[0], ins), address(cc, ops[1], ins)
-    src_size = cc.read(ops[3], "u32", ins) if len(ops) > 3 and ops[3].kind != "reg" or len(ops) > 3 and \
-        cc.ptypes.get(ops[3].name) != "pred" else None
-    ignore = cc.read(ops[-1], "pred", ins) if len(ops) > 3 and ops[-1].kind == "reg" and \
-        cc.ptypes.get(ops[-1].name) == "pred" else None
+    src_size, ignore = _operands(ins, cc)
     launch = cc.launch
 
     def run(w):
@@ -84,42 +101,73 @@ def compile_cp_async(ins, cc):
         act = np.nonzero(w.m)[0]
         d = dst(w)[act].astype(np.int64)
         s = src(w)[act]
-        ss = np.full(act.size, size, np.int64) if src_size is None else \
-            np.minimum(src_size(w)[act].astype(np.int64), size)
+        ss = np.full(act.size, size, np.int64) if src_size is None else src_size(w)[act].astype(np.int64)
         if ignore is not None:
             ss = np.where(ignore(w)[act], 0, ss)
-        mis = ((d % size) != 0) | ((s % np.uint64(size)) != 0)
-        if mis.any():
-            k = int(np.argmax(mis))
-            cta.finding(F.BadAccess, w, ins, lane_mask(act[mis]), f"misaligned {size}-byte cp.async (shared "
-                        f"{int(d[k])}, global {int(s[k]):#x})", address=int(s[k]) if s[k] % size else int(d[k]))
+        if not _checked(cta, w, ins, act, d, s, ss, size):
             return
-        sm = cta.shared
-        if (d < 0).any() or (d + size > sm.size).any():
-            cta.finding(F.BadAccess, w, ins, w.m, "cp.async destination outside shared memory", address=int(d[0]))
-            return
-        k, view, off = launch.gmem.locate(s, size)
-        if view is None:
-            cta.finding(F.BadAccess, w, ins, w.m, "cp.async source outside every global buffer", address=off)
-            return
-        rd = ss > 0                     # the source is read from issue to the wait: in flight on the shadow
+        rd = ss > 0
+        k, view, off = -1, None, np.zeros(act.size, np.int64)
         if rd.any():
-            launch.gshadow.begin(cta, w, ins, cta.next_op, k, act[rd], lane_bytes(off[rd], size), False, "cp.async",
+            k, view, off = _source(cta, w, ins, launch.gmem, s, ss, rd)
+            if view is None:
+                return
+            # the bytes read are in flight on the global shadow from issue to the wait (or the arrive)
+            part = off[rd, None] + np.minimum(np.arange(size), ss[rd, None] - 1)
+            launch.gshadow.begin(cta, w, ins, cta.next_op, k, act[rd], part, False, "cp.async",
                                  "the issuer's cp.async.wait_group covering it (or the "
                                  "firing of its cp.async.mbarrier.arrive)")
-        idx = lane_bytes(d, size)
-        flat = idx.reshape(-1)
-        check_shared_write(cta, w, ins, act, flat, size)
-        op = CopyOp(cta.next_op, w.idx, w.m.copy(), idx, view, off, ss, size, ins.line)
-        cta.next_op += 1
-        cta.ops[op.id] = op
-        sm.owner[flat] = op.id
-        sm.poison[flat] = True
-        sm.wr_generic[flat] = cta.policy.strict_cp_async_proxy
-        sm.wr_seq[flat] = cta.instructions
-        sm.note_write(flat, w.idx, PENDING, ins.line)
-        w.uncommitted.append(op)
+        _issue(cta, w, ins, act, d, view, off, ss, size)
     return run
+
+
+def _checked(cta, w, ins, act, d, s, ss, size) -> bool:
+    """Alignment, src-size and destination bounds; False (after a finding) when the copy cannot be issued."""
+    mis = ((d % size) != 0) | ((s % np.uint64(size)) != 0)
+    if mis.any():
+        k = int(np.argmax(mis))
+        cta.finding(F.BadAccess, w, ins, lane_mask(act[mis]), f"misaligned {size}-byte cp.async (shared "
+                    f"{int(d[k])}, global {int(s[k]):#x})", address=int(s[k]) if s[k] % size else int(d[k]))
+        return False
+    big = ss > size
+    if big.any():
+        cta.finding(F.BadAccess, w, ins, lane_mask(act[big]), f"cp.async src-size {int(ss[np.argmax(big)])} "
+                    f"above its cp-size {size} (undefined behaviour)", address=int(s[np.argmax(big)]))
+        return False
+    if (d < 0).any() or (d + size > cta.shared.size).any():
+        cta.finding(F.BadAccess, w, ins, w.m, "cp.async destination outside shared memory", address=int(d[0]))
+        return False
+    return True
+
+
+def _source(cta, w, ins, gmem, s, ss, rd):
+    """(buffer, view, offsets) of the lanes ``rd`` that read: each reads ``ss`` bytes at ``s``; (.., None, ..)
+    after a finding when one of those bytes is outside the buffer."""
+    k, view, off_rd = gmem.locate(s[rd], 1)
+    bad = view is not None and bool((off_rd + ss[rd] > view.size).any())
+    if view is None or bad:
+        where = off_rd if view is None else int(s[rd][np.argmax(off_rd + ss[rd] > view.size)])
+        cta.finding(F.BadAccess, w, ins, w.m, "cp.async source outside every global buffer", address=where)
+        return -1, None, None
+    off = np.zeros(s.size, np.int64)
+    off[rd] = off_rd
+    return k, view, off
+
+
+def _issue(cta, w, ins, act, d, view, off, ss, size):
+    sm = cta.shared
+    idx = lane_bytes(d, size)
+    flat = idx.reshape(-1)
+    check_shared_write(cta, w, ins, act, flat, size)
+    op = CopyOp(cta.next_op, w.idx, w.m.copy(), idx, view, off, ss, size, ins.line)
+    cta.next_op += 1
+    cta.ops[op.id] = op
+    sm.owner[flat] = op.id
+    sm.poison[flat] = True
+    sm.wr_generic[flat] = cta.policy.strict_cp_async_proxy
+    sm.wr_seq[flat] = cta.instructions
+    sm.note_write(flat, w.idx, PENDING, ins.line)
+    w.uncommitted.append(op)
 
 
 def compile_commit(ins, cc):
@@ -216,4 +264,5 @@ def pending_at_exit(cta, w, ins):
         cta.finding(F.UnfinishedAsync, w, ins, None, f"exit with {len(mine)} cp.async copies never waited for")
 
 
-HANDLERS = {"cp": compile_cp}
+#: cp, and the hint-only instructions of ``hintops`` (prefetch, createpolicy, nanosleep, griddepcontrol).
+HANDLERS = {"cp": compile_cp, **hintops.HANDLERS}

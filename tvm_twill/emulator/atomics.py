@@ -3,9 +3,11 @@
 The active lanes apply their operations one after another in lane order (the
 hardware's order among lanes is unspecified; every order gives the same
 final value for the commutative operations).  Atomics do not race with each
-other, so they skip the race check themselves, but they are recorded as
-writes: a plain access by another warp that no barrier orders after them is
-still reported.
+other (they are strong, .gpu scope unless the instruction names one: PTX ISA,
+atom / red and "Memory Consistency Model"), but a plain access unordered with
+them races; ``.acquire`` / ``.release`` / ``.acq_rel`` make the release /
+acquire edges of ``memmodel``, and every atom / red continues the release
+sequence of the location.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
+from .memmodel import SCOPE, Order, order_of
 from .memops import address, space_of
 from .values import LANES, TYPED, WIDTH, por
 
@@ -58,6 +61,7 @@ def compile_atom(ins, cc):
     ps = [cc.poison(o, ins) for o in srcs]
     w_ = WIDTH[t]
     launch = cc.launch
+    order = order_of(ins)
 
     def run(w):
         cta = launch.cta
@@ -68,14 +72,14 @@ def compile_atom(ins, cc):
         for lane in np.nonzero(w.m)[0].tolist():
             one = np.zeros(LANES, np.bool_)
             one[lane] = True
-            raw, pz = _rw(cta, w, ins, space, a, one, w_)
+            raw, pz = _rw(cta, w, ins, space, a, one, w_, order=order)
             if raw is None:
                 return
             old = raw[lane].view(TYPED[t])[0]
             new = _apply(op, old, xs[0][lane], xs[1][lane] if len(xs) > 1 else None, t)
             data = np.zeros((LANES, w_), np.uint8)
             data[lane] = np.array([new], TYPED[t]).view(np.uint8)
-            _rw(cta, w, ins, space, a, one, w_, data)
+            _rw(cta, w, ins, space, a, one, w_, data, order)
             old_all[lane] = old
             pold[lane] = pz is not None and bool(pz[lane])
         if put is not None:
@@ -83,7 +87,7 @@ def compile_atom(ins, cc):
     return run
 
 
-def _rw(cta, w, ins, space, a, lanes, nbytes, data=None):
+def _rw(cta, w, ins, space, a, lanes, nbytes, data=None, order=None):
     """Read (data None) or write one lane's bytes, outside the race check (see the module docstring)."""
     from .memops import access
     sm = cta.shared
@@ -98,7 +102,8 @@ def _rw(cta, w, ins, space, a, lanes, nbytes, data=None):
         sm.poison[off:off + nbytes] = False
         sm.note_write(np.arange(off, off + nbytes), w.idx, cta.vc[w.idx, w.idx], ins.line)
         return data, None
-    return access(cta, w, ins, "global", a, lanes, nbytes, data is not None, data, None, atomic=True)
+    return access(cta, w, ins, "global", a, lanes, nbytes, data is not None, data, None, atomic=True,
+                  order=order or Order(SCOPE["gpu"]))
 
 
 HANDLERS = {"atom": compile_atom, "red": compile_atom}

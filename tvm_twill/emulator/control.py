@@ -39,7 +39,8 @@ def compile_exit(ins, cc):
 
     def run(w, m):
         from .asyncops import pending_at_exit
-        from .sync import check_bars
+        from .barrier import check_bars, unpark_on_exit
+        from .regown import warp_exited
         from .wgmma import finish_wgmma
         w.live = w.live & ~m
         w.mask = w.mask & ~m
@@ -49,6 +50,9 @@ def compile_exit(ins, cc):
             w.done = True
             pending_at_exit(launch.cta, w, ins)
             finish_wgmma(launch.cta, w)
+            warp_exited(launch.cta, w, ins)
+        else:
+            unpark_on_exit(launch.cta, w)
         check_bars(launch.cta)
     return run
 

@@ -1,75 +1,107 @@
-"""mov (with vector packing), cvt (every rounding mode the corpus uses, saturation), cvta and cvt.pack.
+"""mov (with vector packing), cvt (every rounding mode, saturation, packed half and fp8 forms), cvta.
 
-Float-to-float narrowing goes through numpy (round to nearest even) for
-``.rn``; ``.rz``/``.rm``/``.rp`` are done by comparing the rounded value with
-the float64 original and stepping one ulp (``np.nextafter``).  f16 uses
-numpy's float16; bf16 its bit pattern (round to nearest even).  Float to
-integer conversions saturate to the destination's range and map NaN to 0, as
-PTX specifies.
+PTX ISA 9.7.9.21 (cvt): every conversion rounds once, exactly (``floats.encode`` for the 16- and 8-bit formats,
+float64 -> float32 casts for f32, which are correctly rounded from an exact or round-to-odd float64).  Integer
+sources of 64 bits reach floats through an exact round-to-odd float64 (``floats.odd_sum`` of their two halves),
+so u64/s64 -> f32 is not rounded twice.  Float to integer conversions saturate to the destination's range and
+map NaN to 0 (9.7.9.21: "float-to-integer conversions ... saturate"; NaN -> 0).  Packed conversions
+``cvt.{rn,rz}{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, a, b`` and ``cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32
+d, a, b`` put ``cvt(a)`` in the upper half of d and ``cvt(b)`` in the lower; ``cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2}
+d, a`` widens the lower byte of a into the lower half of d.
 """
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 
 from ..errors import EmulationError
-from .values import LANES, RAW, TYPED, WIDTH, bf16_to_f32, f32_to_bf16, por
+from .floats import decode, encode, f64_round, odd_sum
+from .values import LANES, RAW, TYPED, WIDTH, por
 
 SHARED_WINDOW = 1 << 44     # generic address of shared offset 0 (any address in [W, W + 2^32) is shared)
 LOCAL_WINDOW = 1 << 45
 PARAM_WINDOW = 1 << 46    # generic address of .param offset 0 (cvta.param: kernel parameters, tensor maps)
+FLOAT_T = ("f16", "bf16", "f32", "f64")
+F8 = {"e4m3x2": "e4m3", "e5m2x2": "e5m2"}
+HALF2 = {"f16x2": "f16", "bf16x2": "bf16"}
+F32_TINY = 1.1754943508222875e-38
 
 
 def _to_float64(x, t):
     if t == "bf16":
-        return bf16_to_f32(x).astype(np.float64)
+        return decode(x, "bf16")
     return x.astype(np.float64)
 
 
-def round_float(x64, dt, mode):
-    """float64 -> float dtype dt ('f16'/'f32'/'bf16'/'f64') with PTX rounding mode."""
+def round_float(x64, dt, mode, satfinite=False, relu=False):
+    """float64 (exact or rounded to odd) -> values of float type dt ('f16'/'f32'/'bf16'/'f64'), one rounding."""
+    mode = mode or "rn"
     if dt == "f64":
         return x64
-    if dt == "bf16":
-        if mode not in ("rn", None):
-            raise EmulationError(f"cvt to bf16 with .{mode} is not supported")
-        return f32_to_bf16(x64.astype(np.float32))
+    if dt == "bf16" or (dt == "f16" and (mode != "rn" or satfinite or relu)):
+        bits = encode(x64, dt, mode, satfinite, relu)
+        return bits.view(np.float16) if dt == "f16" else bits
     npt = np.float16 if dt == "f16" else np.float32
-    r = x64.astype(npt)
-    if mode in (None, "rn"):
-        return r
-    r64 = r.astype(np.float64)
-    if mode == "rz":
-        fix = np.abs(r64) > np.abs(x64)
-        return np.where(fix, np.nextafter(r, np.zeros_like(r)), r).astype(npt)
-    if mode == "rm":
-        return np.where(r64 > x64, np.nextafter(r, np.full_like(r, -np.inf)), r).astype(npt)
-    if mode == "rp":
-        return np.where(r64 < x64, np.nextafter(r, np.full_like(r, np.inf)), r).astype(npt)
+    if mode == "rn":
+        return x64.astype(npt)          # the callers' np.errstate silences overflow to inf
+    with np.errstate(all="ignore"):
+        r = x64.astype(npt)
+        r64 = r.astype(np.float64)
+        if mode == "rz":
+            fix = np.abs(r64) > np.abs(x64)
+            return np.where(fix, np.nextafter(r, np.zeros_like(r)), r).astype(npt)
+        if mode == "rm":
+            return np.where(r64 > x64, np.nextafter(r, np.full_like(r, -np.inf)), r).astype(npt)
+        if mode == "rp":
+            return np.where(r64 < x64, np.nextafter(r, np.full_like(r, np.inf)), r).astype(npt)
     raise EmulationError(f"unknown rounding mode .{mode}")
 
 
 INT_ROUND = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 
 
-def convert(x, st, dt, mode, sat):
+def _int_to_float(x, st, dt, mode):
+    """Integers -> float dt, rounded once: 64-bit sources through an exact round-to-odd float64."""
+    if WIDTH[st] < 8:
+        return round_float(x.astype(np.float64), dt, mode)
+    if dt == "f64":
+        return np.array([f64_round(Fraction(int(a)), mode or "rn") for a in x.tolist()], np.float64)
+    hi = (x >> np.array(32, x.dtype)).astype(np.float64) * 4294967296.0
+    lo = (x.view(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    return round_float(odd_sum(hi, lo), dt, mode)
+
+
+def _float_to_int(v, dt, mode):
+    v = INT_ROUND.get(mode, np.trunc)(v)
+    info = np.iinfo(TYPED[dt])
+    if WIDTH[dt] == 8:
+        lo, hi = int(info.min), int(info.max)
+        return np.array([0 if a != a else (hi if a >= hi else lo if a <= lo else int(a)) for a in v.tolist()],
+                        TYPED[dt])
+    return np.where(np.isnan(v), 0, np.clip(v, info.min, info.max)).astype(TYPED[dt])
+
+
+def convert(x, st, dt, mode, sat, ftz=False, satfinite=False, relu=False):
     """Values x of PTX type st -> PTX type dt."""
-    sf, df = st in ("f16", "bf16", "f32", "f64"), dt in ("f16", "bf16", "f32", "f64")
+    sf, df = st in FLOAT_T, dt in FLOAT_T
     if sf:
         v = _to_float64(x, st)
-        if df:
-            if mode in INT_ROUND:
-                v = INT_ROUND[mode](v)
-                mode = None
-            if sat:
-                v = np.clip(np.nan_to_num(v, nan=0.0), 0.0, 1.0)
-            return round_float(v, dt, mode)
-        v = INT_ROUND.get(mode, np.trunc)(v)
-        info = np.iinfo(TYPED[dt])
-        v = np.where(np.isnan(v), 0, np.clip(v, info.min, info.max))
-        return np.array([int(a) for a in v], TYPED[dt]) if WIDTH[dt] == 8 else v.astype(TYPED[dt])
+        if ftz and st == "f32":
+            v = np.where(np.abs(v) < F32_TINY, np.copysign(0.0, v), v)
+        if not df:
+            return _float_to_int(v, dt, mode)
+        if mode in INT_ROUND:
+            v = INT_ROUND[mode](v)
+            mode = None
+        if sat:
+            v = np.where(np.isnan(v), 0.0, np.clip(v, 0.0, 1.0))
+        r = round_float(v, dt, mode, satfinite, relu)
+        if ftz and dt == "f32":
+            r = np.where(np.abs(r) < np.float32(F32_TINY), np.copysign(np.float32(0), r), r).astype(np.float32)
+        return r
     if df:
-        return round_float(x.astype(np.float64) if WIDTH[st] < 8 else
-                            np.array([float(int(a)) for a in x], np.float64), dt, mode)
+        return _int_to_float(x, st, dt, mode)
     src = x.astype(np.int64) if x.dtype.itemsize < 8 or x.dtype.kind == "i" else x
     if sat:
         info = np.iinfo(TYPED[dt])
@@ -85,20 +117,53 @@ def compile_cvt(ins, cc):
     if len(p) > 1 and p[1] == "pack":
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
     dt, st = p[-2], p[-1]
-    if dt not in TYPED or st not in TYPED:
-        raise EmulationError(f"unsupported cvt types in {ins.opcode} at PTX line {ins.line}")
     mode = next((m for m in p[1:-2] if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), None)
-    sat = "sat" in p
+    flags = dict(sat="sat" in p, ftz="ftz" in p, satfinite="satfinite" in p, relu="relu" in p)
+    if dt in HALF2 or dt in F8:
+        return _compile_packed(ins, cc, dt, st, mode or "rn", flags)
+    if dt not in TYPED or st not in TYPED or dt.endswith("x2") or st.endswith("x2"):
+        raise EmulationError(f"unsupported cvt types in {ins.opcode} at PTX line {ins.line}")
     a = cc.read(ins.operands[1], st, ins)
     pa = cc.poison(ins.operands[1], ins)
     put = cc.write(ins.operands[0], dt, ins)
-    if dt.endswith("x2"):
-        raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
 
     def run(w):
         with np.errstate(all="ignore"):
-            put(w, convert(a(w), st, dt, mode, sat), pa(w))
+            put(w, convert(a(w), st, dt, mode, **flags), pa(w))
     return run
+
+
+def _compile_packed(ins, cc, dt, st, mode, flags):
+    """Packed cvt (PTX ISA 9.7.9.21): two f32 sources -> f16x2 / bf16x2 / e4m3x2 / e5m2x2 (a in the upper half),
+    or e4m3x2 / e5m2x2 -> f16x2 (the lower byte to the lower half)."""
+    if st == "f32" and mode in ("rn", "rz") and not flags["sat"] and not flags["ftz"]:
+        fmt = HALF2.get(dt) or F8[dt]
+        if fmt in ("e4m3", "e5m2") and (mode != "rn" or not flags["satfinite"]):
+            raise EmulationError(f"{ins.opcode} needs .rn.satfinite at PTX line {ins.line}")
+        shift = 16 if dt in HALF2 else 8
+        out_t = "b32" if dt in HALF2 else "b16"
+        a, b = (cc.read(o, "f32", ins) for o in ins.operands[1:3])
+        pa, pb = (cc.poison(o, ins) for o in ins.operands[1:3])
+        put = cc.write(ins.operands[0], out_t, ins)
+
+        def run(w):
+            with np.errstate(all="ignore"):
+                hi = encode(a(w).astype(np.float64), fmt, mode, flags["satfinite"], flags["relu"])
+                lo = encode(b(w).astype(np.float64), fmt, mode, flags["satfinite"], flags["relu"])
+            put(w, (hi.astype(np.uint32) << shift | lo).astype(TYPED[out_t]), por(pa(w), pb(w)))
+        return run
+    if dt == "f16x2" and st in F8 and mode == "rn" and not (flags["sat"] or flags["ftz"] or flags["satfinite"]):
+        a = cc.read(ins.operands[1], "b16", ins)
+        pa = cc.poison(ins.operands[1], ins)
+        put = cc.write(ins.operands[0], "b32", ins)
+
+        def widen(w):
+            x = a(w)
+            hi = encode(decode(x >> np.uint16(8), F8[st]), "f16", "rn", False, flags["relu"])
+            lo = encode(decode(x & np.uint16(0xFF), F8[st]), "f16", "rn", False, flags["relu"])
+            put(w, hi.astype(np.uint32) << 16 | lo, pa(w))
+        return widen
+    raise EmulationError(f"unsupported packed cvt {ins.opcode} at PTX line {ins.line}")
 
 
 def compile_mov(ins, cc):

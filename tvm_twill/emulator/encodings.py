@@ -10,7 +10,10 @@ Notation: ``lane`` 0..31 within a warp, ``g = lane >> 2`` (the group), ``q = lan
 the group); ``t`` 0..127 the thread within a warp group, ``w = t >> 5`` its warp.
 
 * ``mma.sync.aligned.m16n8k16.row.col`` (f16/bf16 inputs, f32 accumulators): ``mma_m16n8k16_a``,
-  ``mma_m16n8k16_b``, ``mma_m16n8k16_c``; element ``i`` of a lane is half ``i & 1`` of register ``i >> 1``.
+  ``mma_m16n8k16_b``, ``mma_m16n8k16_c``; element ``i`` of a lane is half ``i & 1`` of register ``i >> 1``
+  (``mma_m16n8k16_c`` also places an f16 accumulator: element i is half ``i & 1`` of register ``i >> 1``).
+  m16n8k8 16-bit (``mma_m16n8k8_a`` / ``_b``), tf32 m16n8k8 (``mma_tf32_m16n8k8_a`` / ``_b``) and 8-bit
+  m16n8k16 / m16n8k32 (``mma_8bit_a`` / ``_b``) from the PTX ISA's mma fragment figures.
 * ``ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16``: ``ldmatrix_source`` (which stored element
   a lane's register half receives) and ``ldmatrix_row_lane`` (which lane gives the address of a row).
 * Swizzles: ``swizzle(bits, base, shift)`` is CuTe's ``Swizzle<B, M, S>``; ``tma_swizzle(mode)`` the
@@ -57,6 +60,47 @@ def mma_m16n8k16_c(lane, i):
     """(row, col) in the 16 x 8 f32 C/D tile of element ``i`` (0..3) of ``lane`` (one f32 per register)."""
     g, q = lane >> 2, lane & 3
     return g + 8 * (i >> 1), 2 * q + (i & 1)
+
+
+def mma_m16n8k8_a(lane, i):
+    """(row, col) in the 16 x 8 A tile of element ``i`` (0..3) of m16n8k8 with 16-bit A: a0 (rows g, g + 8)
+    x (cols 2q, 2q + 1)."""
+    g, q = lane >> 2, lane & 3
+    return g + 8 * ((i >> 1) & 1), 2 * q + (i & 1)
+
+
+def mma_m16n8k8_b(lane, i):
+    """(k, n) in the 8 x 8 B tile of element ``i`` (0..1) of m16n8k8 with 16-bit B."""
+    g, q = lane >> 2, lane & 3
+    return 2 * q + (i & 1), g
+
+
+def mma_tf32_m16n8k8_a(lane, i):
+    """(row, col) of register ``i`` (0..3, one tf32 each) of m16n8k8 ``.tf32`` A: rows g (a0, a2) and g + 8
+    (a1, a3), cols q (a0, a1) and q + 4 (a2, a3)."""
+    g, q = lane >> 2, lane & 3
+    return g + 8 * (i & 1), q + 4 * (i >> 1)
+
+
+def mma_tf32_m16n8k8_b(lane, i):
+    """(k, n) of register ``i`` (0..1) of m16n8k8 ``.tf32`` B: k = q (b0), q + 4 (b1); n = g."""
+    g, q = lane >> 2, lane & 3
+    return q + 4 * i, g
+
+
+def mma_8bit_a(lane, i):
+    """(row, col) of element ``i`` (0..15 for m16n8k32, 0..7 for m16n8k16; byte ``i & 3`` of register
+    ``i >> 2``) of 8-bit A (.s8/.u8/.e4m3/.e5m2): rows g (i % 8 < 4) and g + 8, cols 4q + (i & 3), + 16
+    for i >= 8."""
+    g, q = lane >> 2, lane & 3
+    return g + 8 * ((i >> 2) & 1), 4 * q + (i & 3) + 16 * (i >> 3)
+
+
+def mma_8bit_b(lane, i):
+    """(k, n) of element ``i`` (0..7 for k32, 0..3 for k16; byte ``i & 3`` of register ``i >> 2``) of 8-bit
+    B: k = 4q + (i & 3), + 16 for i >= 4; n = g."""
+    g, q = lane >> 2, lane & 3
+    return 4 * q + (i & 3) + 16 * (i >> 2), g
 
 
 # --- ldmatrix ----------------------------------------------------------------------------------------------

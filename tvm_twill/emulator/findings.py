@@ -117,6 +117,12 @@ class SetmaxnregMisuse(Finding):
 
 
 @dataclass(frozen=True)
+class WgmmaFenceMissing(Finding):
+    """A wgmma.mma_async with no wgmma.fence before it: the warp's first, or one using an accumulator or A register
+    an instruction wrote since the warp's last wgmma.fence."""
+
+
+@dataclass(frozen=True)
 class Trap(Finding):
     """A ``trap`` instruction executed."""
 

@@ -113,6 +113,8 @@ def _memory_and_sync_forms():
     for mb in ("init", "arrive", "arrive.expect_tx", "expect_tx", "complete_tx", "inval", "test_wait.parity",
                "try_wait.parity", "try_wait.parity.acquire.cta.shared::cta", "arrive_drop"):
         add(f"mbarrier.{mb}.shared.b64" if not mb.endswith("shared::cta") else f"mbarrier.{mb}.b64")
+    out |= {"bar.red.popc.u32", "bar.red.and.pred", "bar.red.or.pred", "mbarrier.arrive.release.cta.shared::cta.b64",
+            "mbarrier.arrive.relaxed.cta.shared::cta.b64", "mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64"}
     out |= {"bar.sync", "bar.arrive", "barrier.sync", "barrier.sync.aligned", "barrier.arrive",
             "barrier.arrive.aligned", "bar.warp.sync", "membar.cta", "membar.gl", "membar.sys", "fence.sc.cta",
             "fence.acq_rel.cta", "fence.acq_rel.gpu", "fence.proxy.async", "fence.proxy.async.shared::cta",
@@ -138,7 +140,94 @@ def _memory_and_sync_forms():
         add(f"wmma.mma.sync.aligned.{la}.{lb}.m16n16k16.{d}.{c}")
     for k, t in product(["k16", "k8"], ["f16", "bf16"]):
         add(f"mma.sync.aligned.m16n8{k}.row.col.f32.{t}.{t}.f32")
+    return frozenset(out) | _foreign_forms()
+
+
+def _memory_model_forms():
+    """The memory model (memmodel): sem and scope on ld / st / atom / red, and the ordering fences."""
+    out = set()
+    add = out.add
+    for op, sem, sc, sp, v, t in product(["ld", "st"], ["relaxed", "acquire", "release"],
+                                         ["cta", "cluster", "gpu", "sys"], ["", ".global", ".shared"],
+                                         ["", ".v2", ".v4"], ALL_T):
+        if (op, sem) not in (("ld", "release"), ("st", "acquire")):
+            add(f"{op}.{sem}.{sc}{sp}{v}.{t}")
+    for op, sem, sc, sp, o, t in product(["atom", "red"], ["", ".relaxed", ".acquire", ".release", ".acq_rel"],
+                                         ["", ".cta", ".cluster", ".gpu", ".sys"], ["", ".shared", ".global"],
+                                         ["add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec"],
+                                         ["u32", "s32", "u64", "s64", "f32", "f64", "b32", "b64"]):
+        if (sem or sc) and not (op == "red" and (o in ("exch", "cas") or sem in (".acquire", ".acq_rel"))):
+            add(f"{op}{sem}{sc}{sp}.{o}.{t}")
+    for sc in ("cta", "cluster", "gpu", "sys"):
+        out |= {f"fence.sc.{sc}", f"fence.acq_rel.{sc}", f"fence.acquire.{sc}", f"fence.release.{sc}", f"fence.{sc}"}
     return frozenset(out)
 
 
-FORMS = _forms()
+def _foreign_forms():
+    """Forms other compilers (Triton, CuTe) emit: mma.sync shapes and types, stmatrix, hint-only
+    instructions.  Cache / eviction hint qualifiers and qualifier order are normalized by the parser
+    (``qualifiers``), so they do not make forms of their own."""
+    out = set()
+    add = out.add
+    for k in ("k16", "k8"):
+        add(f"mma.sync.aligned.m16n8{k}.row.col.f16.f16.f16.f16")
+    add("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+    for k, a, b, s in product(["k16", "k32"], ["s8", "u8"], ["s8", "u8"], ["", ".satfinite"]):
+        add(f"mma.sync.aligned.m16n8{k}.row.col{s}.s32.{a}.{b}.s32")
+    for a, b in product(["e4m3", "e5m2"], ["e4m3", "e5m2"]):
+        add(f"mma.sync.aligned.m16n8k32.row.col.f32.{a}.{b}.f32")
+    for x, tr, sp in product(["x1", "x2", "x4"], ["", ".trans"], ["shared", "shared::cta"]):
+        add(f"stmatrix.sync.aligned.m8n8.{x}{tr}.{sp}.b16")
+    for sp, lv in product(["", ".global", ".local"], ["L1", "L2"]):
+        add(f"prefetch{sp}.{lv}")
+    out |= {"prefetch.global.L2::evict_last", "prefetch.global.L2::evict_normal", "prefetchu.L1",
+            "prefetch.tensormap", "prefetch.const.tensormap", "prefetch.param.tensormap",
+            "nanosleep.u32", "griddepcontrol.launch_dependents", "griddepcontrol.wait", "createpolicy.cvt.L2.b64"}
+    pri = ["L2::evict_last", "L2::evict_normal", "L2::evict_first", "L2::evict_unchanged"]
+    for kind, p1, p2 in product(["fractional", "range", "range.global"], pri, ["", ".L2::evict_first",
+                                                                              ".L2::evict_unchanged"]):
+        add(f"createpolicy.{kind}.{p1}{p2}.b64")
+    return out
+
+
+def _arith_forms():
+    """Float arithmetic and conversions with every modifier combination the ISA allows (fparith, convert)."""
+    out = set()
+    add = out.add
+    opt32 = ["", ".ftz", ".sat", ".ftz.sat"]
+    for op, r, o in product(["add", "sub", "mul", "fma", "mad"], [""] + [f".{m}" for m in ROUND], opt32):
+        if op in ("fma", "mad") and not r:
+            continue
+        add(f"{op}{r}{o}.f32")
+    for op, r in product(["add", "sub", "mul", "div", "rcp", "sqrt"], ROUND):
+        add(f"{op}.{r}.f64")
+        add(f"{op}.{r}.f32")
+        add(f"{op}.{r}.ftz.f32")
+    for op, o in product(["min", "max", "abs", "neg"], ["", ".ftz"]):
+        add(f"{op}{o}.f32")
+    for op, o in product(["min", "max"], [".NaN", ".ftz.NaN"]):
+        add(f"{op}{o}.f32")
+    for t in ("f16", "f16x2"):
+        for op, r, o in product(["add", "sub", "mul", "fma"], ["", ".rn"], ["", ".ftz", ".sat", ".ftz.sat"]):
+            add(f"{op}{r}{o}.{t}")
+        out |= {f"fma.rn.relu.{t}", f"fma.rn.ftz.relu.{t}", f"neg.ftz.{t}", f"abs.ftz.{t}"}
+        for op, o in product(["min", "max"], ["", ".ftz", ".NaN", ".ftz.NaN"]):
+            add(f"{op}{o}.{t}")
+    for t in ("bf16", "bf16x2"):
+        for op, r in product(["add", "sub", "mul", "fma"], ["", ".rn"]):
+            add(f"{op}{r}.{t}")
+        out |= {f"fma.rn.relu.{t}", f"neg.{t}", f"abs.{t}", f"min.{t}", f"max.{t}", f"min.NaN.{t}",
+                f"max.NaN.{t}"}
+    for t in ("f16x2", "f16"):
+        out |= {f"neg.{t}", f"abs.{t}"}
+    for d, r, relu, sat in product(["f16x2", "bf16x2", "f16", "bf16"], ["rn", "rz"], ["", ".relu"],
+                                   ["", ".satfinite"]):
+        add(f"cvt.{r}{relu}{sat}.{d}.f32")
+        add(f"cvt.{r}{sat}{relu}.{d}.f32")
+    for d, relu in product(["e4m3x2", "e5m2x2"], ["", ".relu"]):
+        add(f"cvt.rn.satfinite{relu}.{d}.f32")
+        add(f"cvt.rn{relu}.f16x2.{d}")
+    return out
+
+
+FORMS = _forms() | _arith_forms() | _memory_model_forms()

@@ -58,13 +58,15 @@ _DYN_SMEM_TAGS = ("tirx.use_dyn_shared_memory", "tir.use_dyn_shared_memory")
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch: the kernel's name (its ``.entry`` in the PTX), grid and block extents (x, y, z),
-    the dynamic shared memory bytes and the parameters in PTX order (see the module docstring)."""
+    the dynamic shared memory bytes and the parameters in PTX order (see the module docstring); whether it
+    is a cooperative launch (``cudaLaunchCooperativeKernel``: all CTAs co-resident)."""
 
     kernel: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dyn_smem: int
     params: tuple
+    cooperative: bool = False       # a cooperative launch: every CTA is resident at once
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,10 @@ class Prepared:
         self.nthreads = int(np.prod(self.block))
         self.gmem = gmem
         self.gshadow = GlobalShadow(gmem, self.grid, (self.nthreads + LANES - 1) // LANES)
+        self.gshadow.owner = self
         self.cta = None
+        self.cooperative = bool(getattr(launch, "cooperative", False))
+        self.dispatch_rank = {}             # CTA serial -> its place in the dispatch order (engine.run_grid)
         symbols = {}
         for v in module.variables:
             if v.space in ("global", "const") and v.name not in gmem.symbols:

@@ -17,8 +17,9 @@ import numpy as np
 from ..errors import EmulationError
 from . import findings as F
 from .convert import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from . import memmodel as M
 from .memory import PENDING, lane_bytes
-from .values import LANES, RAW, TYPED, WIDTH, por
+from .values import BLOCKED, LANES, RAW, TYPED, WIDTH, por
 
 SPACES = ("global", "shared", "local", "param", "const")
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -55,13 +56,17 @@ def space_of(parts):
     return "generic"
 
 
-def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=None, align=None, atomic=False):
+def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=None, align=None, atomic=False,
+           order=M.WEAK, elem=None):
     """Read (returns uint8 [32, nbytes], poison [32] or None) or write bytes for the lanes in m.  ``atomic``:
-    an atom / red lane, kept out of the global race check (it still counts as a write there)."""
+    an atom / red lane; ``order``: its place in the memory model (``memmodel.Order``), ``elem`` the element
+    width of a vector access."""
     act = np.nonzero(m)[0]
     out = np.zeros((LANES, nbytes), np.uint8)
     if act.size == 0:
         return out, None
+    if write:
+        w.writes += 1
     a = addrs[act]
     if space == "generic":
         sh = (a >= SHARED_WINDOW) & (a < SHARED_WINDOW + (1 << 32))
@@ -84,7 +89,7 @@ def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=No
                     address=int(a[mis][0]))
         return out, None
     if space == "shared":
-        return _shared(cta, w, ins, act, a.astype(np.int64), nbytes, write, data, pois, out)
+        return _shared(cta, w, ins, act, a.astype(np.int64), nbytes, write, data, pois, out, order, elem)
     if space == "param":
         buf, off = cta.launch.param_bytes, a.astype(np.int64)
         if write or (off + nbytes > buf.size).any():
@@ -99,13 +104,21 @@ def access(cta, w, ins, space, addrs, m, nbytes, write=False, data=None, pois=No
                     address=off)
         return out, None
     idx = lane_bytes(off, nbytes)
-    cta.launch.gshadow.access(cta, w, ins, act, k, idx, nbytes, write, atomic)
+    gs = cta.launch.gshadow
+    gs.access(cta, w, ins, act, k, idx, nbytes, write, atomic, order, elem, data[act] if write else None)
+    starts = (off[:, None] + np.arange(0, nbytes, elem or nbytes)).reshape(-1) if order.strong or gs.sync else None
     if write:
         if pois is not None and pois[act].any():
             cta.finding(F.PoisonUse, w, ins, lane_mask(act[pois[act]]), "a poisoned value is stored to global memory")
         view[idx] = data[act]
+        if order.strong or atomic:
+            gs.publish(cta, w, k, starts, order, atomic)
+        elif gs.sync:
+            gs.forget(k, starts)
         return out, None
     out[act] = view[idx]
+    if order.strong:
+        gs.observe(cta, w, k, starts, order)
     return out, None
 
 
@@ -116,7 +129,7 @@ def lane_mask(sel):
     return m
 
 
-def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
+def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out, order=M.WEAK, elem=None):
     sm = cta.shared
     bad = (off < 0) | (off + nbytes > sm.size)
     if bad.any():
@@ -126,8 +139,12 @@ def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
     idx = lane_bytes(off, nbytes).reshape(-1)
     vcw = cta.vc[w.idx]
     clk = vcw[w.idx]
+    ss = cta.sh_strength
+    if order.strong and ss is None:
+        ss = cta.sh_strength = M.SharedStrength(sm.size)
+    strong = (order, M.extent(nbytes, elem or nbytes, act.size)) if ss is not None else None
     if write:
-        check_shared_write(cta, w, ins, act, idx, nbytes)
+        check_shared_write(cta, w, ins, act, idx, nbytes, strong)
         if sm.is_mbar[idx].any():
             cta.finding(F.MbarrierMisuse, w, ins, lane_mask(act), "an ordinary store to a valid mbarrier object")
         sm.data[idx] = data[act].reshape(-1)
@@ -136,8 +153,12 @@ def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
         sm.wr_generic[idx] = True
         sm.wr_seq[idx] = cta.instructions
         sm.note_write(idx, w.idx, clk, ins.line)
+        if strong is not None:
+            _shared_strong(cta, w, ss, off, nbytes, elem, idx, True, strong)
         return out, None
     bad = sm.check_read(idx, w.idx, vcw)
+    if bad.any() and strong is not None:
+        bad &= ~ss.pair(idx, order, strong[1], "write")
     if bad.any():
         _report_read(cta, w, ins, act, idx, bad, nbytes)
     if cta.policy.strict_uninitialized:
@@ -146,6 +167,8 @@ def _shared(cta, w, ins, act, off, nbytes, write, data, pois, out):
             cta.finding(F.UninitializedRead, w, ins, lane_mask(act[unw.reshape(-1, nbytes).any(1)]),
                         "a read of shared memory nothing wrote", address=int(idx[unw][0]))
     sm.note_read(idx, w.idx, clk, ins.line)
+    if strong is not None:
+        _shared_strong(cta, w, ss, off, nbytes, elem, idx, False, strong)
     out[act] = sm.data[idx].reshape(-1, nbytes)
     p = np.zeros(LANES, np.bool_)
     p[act] = sm.poison[idx].reshape(-1, nbytes).any(1)
@@ -172,9 +195,24 @@ def _cuda(cta, line):
     return cta.launch.cuda_line_of.get(line)
 
 
-def check_shared_write(cta, w, ins, act, idx, nbytes):
+def _shared_strong(cta, w, ss, off, nbytes, elem, idx, write, strong):
+    """The memory model on shared memory, after the race check: the strength record, and the release /
+    acquire of a strong access (a weak write ends the release at its elements)."""
+    order, ext = strong
+    ss.note(idx, write, order, ext)
+    if not order.strong and not ss.sync:
+        return
+    starts = (off[:, None] + np.arange(0, nbytes, elem or nbytes)).reshape(-1)
+    if write:
+        ss.publish(cta, w, starts, order)
+    else:
+        ss.observe(cta, w, starts, order)
+
+
+def check_shared_write(cta, w, ins, act, idx, nbytes, strong=None):
     """Check a write of shared bytes ``idx`` by lanes ``act`` of warp w (in-flight readers and copies, races);
-    the caller records it."""
+    the caller records it.  ``strong``: (order, extent) of a write the memory model knows the strength of
+    (``memmodel.SharedStrength``): a morally strong pair does not race."""
     sm = cta.shared
     if sm.async_readers[idx].any():
         b = idx[sm.async_readers[idx] > 0][0]
@@ -189,6 +227,11 @@ def check_shared_write(cta, w, ins, act, idx, nbytes):
             cta.finding(F.InFlightOverwrite, w, ins, lane_mask(act), f"a write to shared byte {b} that an in-flight "
                         f"cp.async (PTX line {sm.wr_line[b]}) still writes", address=int(b))
     bad_w, racing_read = sm.check_write(idx, w.idx, cta.vc[w.idx])
+    if strong is not None:
+        ss = cta.sh_strength
+        bad_w = bad_w & ~ss.pair(idx, strong[0], strong[1], "write")
+        if racing_read is not None and ss.pair(idx, strong[0], strong[1], "read")[racing_read[1]]:
+            racing_read = None
     if bad_w.any():
         b = idx[bad_w][0]
         ow, ol = int(sm.wr_warp[b]), int(sm.wr_line[b])
@@ -241,9 +284,14 @@ def compile_ld(ins, cc):
     puts = [cc.write(d, t, ins) for d in dsts]
     addr = address(cc, src, ins)
     launch = cc.launch
+    order = M.order_of(ins)
 
     def run(w):
-        raw, pz = access(launch.cta, w, ins, space, addr(w), w.m, ew * n, align=ew * n)
+        a = addr(w)
+        raw, pz = access(launch.cta, w, ins, space, a, w.m, ew * n, align=ew * n, order=order, elem=ew)
+        if order.strong and space in ("global", "generic", "shared") and M.spinning(w, raw):
+            if M.park(launch.cta, w, ins, a, ew * n, space):
+                return BLOCKED
         vals = raw.view(RAW[ew]).reshape(LANES, n)
         for k, put in enumerate(puts):
             put(w, np.ascontiguousarray(vals[:, k]).view(TYPED[t]), pz)
@@ -265,12 +313,13 @@ def compile_st(ins, cc):
     addr = address(cc, dst, ins)
     launch = cc.launch
     raw_t = RAW[ew]
+    order = M.order_of(ins)
 
     def run(w):
         vals = np.array([np.ascontiguousarray(r(w)).view(raw_t) for r in reads]).T
         data = np.ascontiguousarray(vals).view(np.uint8).reshape(LANES, ew * n)
         access(launch.cta, w, ins, space, addr(w), w.m, ew * n, True, data, por(*[q(w) for q in ps]),
-               align=ew * n)
+               align=ew * n, order=order, elem=ew)
     return run
 
 

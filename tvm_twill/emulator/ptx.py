@@ -4,7 +4,8 @@
 register declarations (``%r<100>`` ranges, and registers declared inside an
 inline-asm ``{ ... }`` scope, renamed per scope), ``.shared`` / ``.global`` /
 ``.const`` variables (alignment, size, initializer), labels, and the
-instructions with their guard predicate, opcode form and operands.  Each
+instructions with their guard predicate, opcode form (in its canonical spelling: ``qualifiers``) and
+operands.  Each
 instruction keeps its PTX line and the CUDA source line of the last ``.loc``
 naming the kernel's own source file (file 1, or the ``inlined_at`` site in
 it), for findings.  Anything the parser does not understand raises
@@ -17,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import EmulationError
+from .qualifiers import canonical
 
 WIDTH = {"pred": 1, "b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
          "b32": 4, "u32": 4, "s32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4,
@@ -47,6 +49,8 @@ class Instruction:
     guard_negated: bool
     line: int               # PTX line
     cuda_line: int | None
+    hints: tuple = ()       # cache / eviction hint qualifiers taken out of the opcode (``qualifiers``)
+    policy: Operand | None = None   # the ``.L2::cache_hint`` cache-policy operand, taken out of the operands
 
     @property
     def parts(self) -> list[str]:
@@ -338,7 +342,8 @@ def _instruction(stmt, ln, cuda_line, scopes) -> Instruction:
         raise EmulationError(f"cannot read the instruction at PTX line {ln}: {stmt[:60]!r}")
     opcode, rest = m.group(1), m.group(2)
     operands = tuple(_operand(o, ln, scopes) for o in _split_top(rest)) if rest.strip() else ()
-    return Instruction(opcode, operands, guard, neg, ln, cuda_line)
+    opcode, operands, hints, policy = canonical(opcode, operands)
+    return Instruction(opcode, operands, guard, neg, ln, cuda_line, hints, policy)
 
 
 def _rename(name, scopes, default=None):

@@ -30,7 +30,12 @@ class Policy:
     poison only is reported where it reaches a global store, a branch or an address); strict_exit: report
     cp.async copies a warp never waited for; strict_cp_async_proxy: treat cp.async writes as generic-proxy
     writes that wgmma may read only after a fence.proxy.async (the PTX ISA leaves this open; CUTLASS and
-    Triton issue no fence there, so it is off by default)."""
+    Triton issue no fence there, so it is off by default); elect: the lane elect.sync elects among its executing
+    members, 'lowest' (default) or 'highest' (the PTX ISA fixes only that a mask elects the same lane every time);
+    strict_wgmma_fence: report an accumulator / A register written between a wgmma.fence and the first wgmma after
+    it (nvcc's placement of accumulator initialisation; ptxas 13 accepts it silently); strict_mbarrier_init_fence:
+    report a bulk copy completing on an mbarrier whose init no fence.mbarrier_init / fence.proxy.async published
+    (off by default: the ISA leaves the proxy of complete-tx open and Triton fences with bar.sync alone)."""
 
     completion: str = "latest"
     slice: int = 64
@@ -38,7 +43,19 @@ class Policy:
     strict_uninitialized: bool = False
     strict_exit: bool = False
     strict_cp_async_proxy: bool = False
+    elect: str = "lowest"
+    strict_wgmma_fence: bool = False
+    strict_mbarrier_init_fence: bool = False
     max_instructions: int = 200_000_000
+    # the memory model (memmodel): sm_count SMs with ctas_per_sm CTAs each (0: what fits an SM) run at once;
+    # dispatch 'linear' (CTAs start in linear id order, as the hardware does) or 'random' (seeded, per
+    # interleaving); strict_cross_cta: report every spin-wait on another CTA outside a cooperative launch;
+    # strict_benign_races: count BenignRace findings in Report.ok
+    sm_count: int = 2
+    ctas_per_sm: int = 0
+    dispatch: str = "linear"
+    strict_cross_cta: bool = False
+    strict_benign_races: bool = False
 
 
 class AsyncOp(ABC):
@@ -109,11 +126,14 @@ class MBarrier:
     tx: int = 0
     valid: bool = True
     underflow: bool = False      # a tx-count underflow was reported
+    init_warp: int = -1          # the warp that initialised it, and its own clock then
+    init_clock: int = 0
+    async_visible: bool = False  # the init was published to the async proxy (a fence after it by that warp)
 
     @classmethod
-    def init(cls, addr: int, count: int, nwarps: int) -> MBarrier:
+    def init(cls, addr: int, count: int, nwarps: int, warp: int = -1, clock: int = 0) -> MBarrier:
         z = np.zeros(nwarps, np.int64)
-        return cls(addr, count, count, z, z.copy())
+        return cls(addr, count, count, z, z.copy(), init_warp=warp, init_clock=clock)
 
     def release(self, vc: np.ndarray) -> None:
         """A release arrive (or a copy completing on it) joins clock ``vc`` into the current phase."""
@@ -137,6 +157,17 @@ class MBarrier:
         self._complete_phases(cta, w, ins)
 
     def complete_tx(self, cta: CTA, w: Warp | None, ins: Instruction | None, nbytes: int) -> None:
+        """complete-tx of ``nbytes``: by mbarrier.complete_tx, or by a bulk copy (``ins`` a cp.async.bulk), which
+        may reach the object through the async proxy.  With ``Policy(strict_mbarrier_init_fence=True)`` its init
+        must have been published to it (fence.mbarrier_init.release.cluster or fence.proxy.async after the init,
+        as the CUDA Programming Guide's TMA example and CUTLASS's pipelines do), else ``ProxyFenceMissing``.  The
+        PTX ISA does not say which proxy a complete-tx uses on its mbarrier; within one CTA, a CTA barrier after
+        the init is what Triton relies on, so the default asks no fence."""
+        if ins is not None and ins.parts[0] == "cp" and not self.async_visible and cta.policy.strict_mbarrier_init_fence:
+            self.async_visible = True       # reported once
+            cta.finding(F.ProxyFenceMissing, w, ins, None, f"a bulk copy completes on the mbarrier at shared offset "
+                        f"{self.addr} whose init (warp {self.init_warp}) has no fence.mbarrier_init or "
+                        "fence.proxy.async after it", address=self.addr)
         self.tx -= nbytes
         self._complete_phases(cta, w, ins)
 
@@ -145,8 +176,12 @@ class MBarrier:
         arrive to come when the copies complete)."""
         self.pending += count
 
-    def drop(self, count: int) -> None:
-        """arrive_drop: the phases after this one expect ``count`` fewer arrivals."""
+    def drop(self, count: int, cta: CTA | None = None, w: Warp | None = None, ins: Instruction | None = None) -> None:
+        """arrive_drop: the phases after this one expect ``count`` fewer arrivals (more than expected: reported)."""
+        if count > self.expected and cta is not None:
+            cta.finding(F.MbarrierMisuse, w, ins, w.m, f"arrive_drop of {count} on the mbarrier at shared offset "
+                        f"{self.addr} expecting {self.expected}")
+            count = self.expected
         self.expected -= count
 
     def passed(self, want: np.ndarray, parity: bool) -> np.ndarray:
@@ -168,16 +203,35 @@ class MBarrier:
             self.pending = self.expected - extra
             self.vc_done = self.vc_cur
             self.vc_cur = np.zeros_like(self.vc_cur)
+            if self.expected <= 0:      # every participant dropped out: one phase per arrival event
+                return
 
 
 @dataclass(eq=False, slots=True)
 class NamedBarrier:
-    """A named barrier (bar.sync / bar.arrive id) being filled: its thread count (None: every live warp),
-    the warps arrived so far (warp, waits?), and the join of their clocks."""
+    """A named barrier instance (bar / barrier id) being filled: its thread count (None: every warp with a
+    non-exited thread), the warps arrived so far (warp, waits?, its lanes), the join of their clocks, the
+    reduction of ``bar.red`` (op popc / and / or, None: sync or arrive) and, per warp, the thread groups parked at
+    a non-aligned barrier until the rest of their warp arrives ((pc, lanes, predicate values))."""
 
     count: int | None
     vc: np.ndarray
-    arrived: list[tuple[Warp, bool]] = field(default_factory=list)
+    arrived: list[tuple[Warp, bool, np.ndarray]] = field(default_factory=list)
+    red: str | None = None
+    parked: dict[int, list] = field(default_factory=dict)
+    popc: int = 0
+    all_: bool = True
+    any_: bool = False
+
+    def contribute(self, vals: np.ndarray, lanes: np.ndarray) -> None:
+        """bar.red: the predicate values of one warp's arriving threads."""
+        v = vals[lanes]
+        self.popc += int(v.sum())
+        self.all_ = self.all_ and bool(v.all())
+        self.any_ = self.any_ or bool(v.any())
+
+    def result(self):
+        return {"popc": self.popc, "and": self.all_, "or": self.any_}.get(self.red)
 
 
 @dataclass(eq=False, slots=True)
@@ -203,9 +257,9 @@ class Warp:
     wait: Callable[[], bool] | None = None        # True while blocked
     wait_ins: Instruction | None = None
     needs: Callable[[], list[AsyncOp]] | None = None   # async ops whose completion could unblock the warp
-    bar_pass: bool = False                        # a named barrier it waits at completed
+    bar_pass: dict = field(default_factory=dict)  # barrier id -> barrier.BarPass: an instance it arrived at completed
     poll: tuple[int, int] | None = None           # (mbarrier, phase) of a failed test_wait / try_wait parking it
-    polled: tuple[int, int] | None = None         # the poll it was last woken from (engine._wake_pollers)
+    polled: set | None = None                     # the polls it was woken from (engine._wake_pollers)
     local: np.ndarray | None = None               # local memory, [32, frame bytes], made on first use
     uncommitted: list[AsyncOp] = field(default_factory=list)         # cp.async ops not yet in a group
     async_groups: list[list[AsyncOp]] = field(default_factory=list)  # committed cp.async groups, oldest first
@@ -218,6 +272,13 @@ class Warp:
     # last completed wgmma result
     maxnreg: int | None = None                    # the setmaxnreg limit, once set
     setmaxnreg_count: int = 0                     # how many setmaxnreg the warp executed
+    wgmma_count: int = 0                          # how many wgmma.mma_async the warp executed
+    wg_fence: tuple | None = None                 # (its registers' arrays at its last wgmma.fence or wgmma, fence?)
+    writes: int = 0                               # memory writes so far (memmodel.spinning)
+    spin: tuple | None = None                     # the state of its last strong global load (memmodel.spinning)
+    parked: bool = False                          # parked on global memory (memmodel.park)
+    pending_acq: dict | None = None               # clocks its strong reads saw since its last acquire fence
+    fence_rel: dict | None = None                 # its knowledge at its last release fence
 
     def __post_init__(self, dtypes, nthreads):
         self.regs = [np.zeros(LANES, dt) for dt in dtypes]
@@ -277,10 +338,14 @@ class CTA:
     seen: set = field(default_factory=set, repr=False)
     setmaxnreg_seen: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict, repr=False)
     # (warp group, k) -> (warp, PTX line) of the first k-th setmaxnreg
+    serial: int = field(init=False)               # linear CTA id in the launch
+    ext: list = field(default_factory=list, repr=False)   # (warp, clock, {(CTA, warp): clock}): memmodel
+    sh_strength: Any = field(default=None, repr=False)    # memmodel.SharedStrength, on the first strong access
 
     def __post_init__(self):
         launch = self.launch
         self.kernel = launch.kernel
+        self.serial = launch.gshadow.serial(self.ctaid)
         nthreads = launch.nthreads
         self.nwarps = (nthreads + LANES - 1) // LANES
         self.shared = SharedMemory(launch.shared_size, self.nwarps)

@@ -1,10 +1,5 @@
-"""Barriers, mbarriers, fences and warp primitives (shfl, vote, activemask, elect).
-
-bar.sync / barrier.sync: a warp arrives as a unit (32 threads); without a
-count the barrier waits for every warp that has not exited.  On completion
-each waiter's vector clock joins every participant's (bar.arrive gives only
-the release side).  Reaching it with part of the warp (divergent) or with a
-count that disagrees with the other arrivals is a ``BarrierMismatch``.
+"""mbarriers, fences and warp primitives (shfl, vote, activemask, elect); named barriers and the membermask
+rules are ``barrier.py`` (its handlers are registered here).
 
 mbarrier: phase (an unbounded integer; the hardware exposes its parity),
 pending, expected and tx-count per object (``state.MBarrier``, which makes
@@ -14,7 +9,10 @@ joins the arriving warp's clock into the phase; a successful
 ``test_wait``/``try_wait`` joins the last completed phase's clock into the
 waiter.  A wait that fails leaves the warp off the schedule until the phase
 changes (it would only spin); ``try_wait`` fails spuriously with
-``Policy.spurious`` probability.
+``Policy.spurious`` probability.  ``.relaxed`` arrives and waits order nothing.
+A use by a warp not ordered after the init is reported (``mbar_of``), and a
+bulk copy's complete-tx needs the init published to the async proxy
+(``fence.mbarrier_init`` / ``fence.proxy.async`` by the initialising warp).
 """
 from __future__ import annotations
 
@@ -22,17 +20,26 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
+from . import memmodel
+from .barrier import check_members, compile_bar
 from .memops import address
-from .state import MBarrier, NamedBarrier
-from .values import BLOCKED, LANE_IDS, LANES, YIELD
+from .state import MBarrier
+from .values import LANE_IDS, LANES, YIELD
 
 
 def mbar_of(cta, w, ins, addr):
+    """The valid mbarrier at ``addr`` for warp w.  Its init must happen before the use (PTX ISA "Memory Consistency
+    Model": the init is a write of the object, an arrive or wait an access of it; "mbarrier.init"): a warp that is
+    not ordered after the initialising warp's init (no bar.sync or other synchronization between) is reported,
+    whatever the interleaving."""
     mb = cta.mbars.get(addr)
     if mb is None or not mb.valid:
         cta.finding(F.MbarrierMisuse, w, ins, w.m, f"mbarrier at shared offset {addr} used before init"
                     if mb is None else f"mbarrier at shared offset {addr} used after inval")
         return None
+    if w.idx != mb.init_warp and cta.vc[w.idx, mb.init_warp] < mb.init_clock:
+        cta.finding(F.MbarrierMisuse, w, ins, w.m, f"mbarrier at shared offset {addr} used by warp {w.idx} with no "
+                    f"happens-before from its init by warp {mb.init_warp} (a bar.sync between them is missing)")
     return mb
 
 
@@ -64,7 +71,7 @@ def compile_mbarrier(ins, cc):
                 if old is not None and old.valid:
                     cta.finding(F.MbarrierMisuse, w, ins, w.m, f"mbarrier at shared offset {ad} initialised "
                                 "while valid")
-                cta.mbars[ad] = MBarrier.init(ad, int(c[k]), cta.nwarps)
+                cta.mbars[ad] = MBarrier.init(ad, int(c[k]), cta.nwarps, w.idx, int(cta.vc[w.idx, w.idx]))
                 cta.shared.is_mbar[ad:ad + 8] = True
                 cta.shared.poison[ad:ad + 8] = False
         return init
@@ -87,7 +94,12 @@ def compile_mbarrier(ins, cc):
 
 
 def _compile_arrive(ins, cc, op, p, ops):
+    """arrive / arrive_drop (PTX ISA "mbarrier.arrive", "mbarrier.arrive_drop"): each thread arrives with its
+    count (default 1; .expect_tx: 1, after adding its txCount); arrive_drop first lowers the expected count of
+    the phases that follow by the same count.  .release (default) joins the warp's clock into the phase;
+    .relaxed orders nothing."""
     launch = cc.launch
+    relaxed = "relaxed" in p
     expect = "expect_tx" in p
     has_dst = op.startswith("arrive")
     ai = 1 if has_dst else 0
@@ -112,14 +124,13 @@ def _compile_arrive(ins, cc, op, p, ops):
                 continue
             if dst is not None:
                 dst(w, np.full(LANES, mb.phase, np.uint64), None)
-            mb.release(cta.vc[w.idx])
-            if expect:
-                mb.arrive(cta, w, ins, int(sel.sum()), tx=int(x[sel].sum()))
-            else:
-                mb.arrive(cta, w, ins, int(x[sel].sum()))
+            if not relaxed:
+                mb.release(cta.vc[w.idx])
+            n = int(sel.sum()) if expect else int(x[sel].sum())
             if op == "arrive_drop":
-                mb.drop(int(sel.sum()))
-        if op.startswith("arrive"):
+                mb.drop(n, cta, w, ins)
+            mb.arrive(cta, w, ins, n, tx=int(x[sel].sum()) if expect else 0)
+        if op.startswith("arrive") and not relaxed:
             cta.release(w)
     return run
 
@@ -129,6 +140,7 @@ def _compile_wait(ins, cc, op, p, ops):
     put = cc.write(ops[0], "pred", ins)
     addr = address(cc, ops[1], ins)
     parity = "parity" in p
+    relaxed = "relaxed" in p        # .relaxed: a successful wait acquires nothing (PTX ISA "mbarrier.test_wait")
     arg = cc.read(ops[2], "u32" if parity else "b64", ins)
 
     def run(w):
@@ -145,9 +157,10 @@ def _compile_wait(ins, cc, op, p, ops):
         res[act] = ok
         if op == "try_wait" and ok.any() and cta.rng.random() < cta.policy.spurious:
             res[:] = False
+            w.polled = None         # the phase completed: a warp retrying it is not waiting (engine._wake_pollers)
             put(w, res, None)
             return None
-        if ok.any():
+        if ok.any() and not relaxed:
             mb.acquire(cta, w)
         put(w, res, None)
         if not ok.all():
@@ -161,75 +174,39 @@ def _compile_wait(ins, cc, op, p, ops):
     return run
 
 
-def compile_bar(ins, cc):
-    p = ins.parts
-    if p[0] == "bar" and len(p) > 1 and p[1] == "warp":
-        return lambda w: None
-    kind = p[1] if len(p) > 1 else "sync"
-    if kind not in ("sync", "arrive"):
-        raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
-    bid = cc.read(ins.operands[0], "u32", ins)
-    cnt = cc.read(ins.operands[1], "u32", ins) if len(ins.operands) > 1 else None
-    launch = cc.launch
-    sync = kind == "sync"
-
-    def run(w):
-        if w.bar_pass:
-            w.bar_pass = False
-            return None
-        cta = launch.cta
-        act = np.nonzero(w.m)[0]
-        i = int(bid(w)[act[0]])
-        n = int(cnt(w)[act[0]]) if cnt is not None else None
-        if not (w.m == w.live).all():
-            cta.finding(F.BarrierMismatch, w, ins, w.m, f"barrier {i} reached by part of the warp (divergent)")
-        b = cta.bars.get(i)
-        if b is None:
-            b = cta.bars[i] = NamedBarrier(n, np.zeros(cta.nwarps, np.int64))
-        if b.count != n:
-            cta.finding(F.BarrierMismatch, w, ins, w.m, f"barrier {i} with thread count {n} while other "
-                        f"warps use {b.count}")
-        b.arrived.append((w, sync))
-        b.vc = np.maximum(b.vc, cta.vc[w.idx])
-        cta.release(w)
-        check_bars(cta)
-        if not sync:
-            return None
-        if w.bar_pass:
-            w.bar_pass = False
-            return None
-        w.wait = lambda: not w.bar_pass
-        w.needs = list
-        return BLOCKED
-    return run
-
-
-def check_bars(cta):
-    live = sum(1 for w in cta.warps if not w.done)
-    for i in list(cta.bars):
-        b = cta.bars[i]
-        need = b.count // LANES if b.count is not None else live
-        if len(b.arrived) >= need:
-            del cta.bars[i]
-            for w, sync in b.arrived:
-                if sync:
-                    cta.vc[w.idx] = np.maximum(cta.vc[w.idx], b.vc)
-                    w.bar_pass = True
-
-
 def compile_fence(ins, cc):
     """Fences order nothing the emulator does not already order, except fence.proxy.async: recorded per warp
     (when, and the warp's clock) for the proxy check of wgmma operands."""
+    if memmodel.is_model_fence(ins):              # fence.sc / acq_rel / membar: the memory model's
+        return memmodel.compile_fence(ins, cc)
+    if ins.parts[:2] == ["fence", "mbarrier_init"]:
+        return _compile_init_fence(cc)
     if ins.parts[:3] != ["fence", "proxy", "async"]:
         return lambda w: None
     launch = cc.launch
+    covers_mbar = ins.parts[3:] in ([], ["shared::cta"], ["shared::cluster"])
 
     def run(w):
         cta = launch.cta
         seqs, clks = cta.proxy_fences.setdefault(w.idx, ([], []))
         seqs.append(cta.instructions)
         clks.append(int(cta.vc[w.idx, w.idx]))
+        if covers_mbar:
+            _publish_inits(cta, w)
     return run
+
+
+def _compile_init_fence(cc):
+    launch = cc.launch
+    return lambda w: _publish_inits(launch.cta, w)
+
+
+def _publish_inits(cta, w):
+    """fence.mbarrier_init.release.cluster / fence.proxy.async(.shared): the warp's earlier mbarrier inits become
+    visible to the async proxy (the complete-tx of a bulk copy)."""
+    for mb in cta.mbars.values():
+        if mb.init_warp == w.idx:
+            mb.async_visible = True
 
 
 def compile_shfl(ins, cc):
@@ -247,8 +224,7 @@ def compile_shfl(ins, cc):
     launch = cc.launch
 
     def run(w):
-        if member is not None:
-            _check_members(launch.cta, w, ins, member(w))
+        bits = check_members(launch.cta, w, ins, member(w)) if member is not None else True
         lane = LANE_IDS.astype(np.int64)
         bv = b(w).astype(np.int64) & 31
         cv = c(w).astype(np.int64)
@@ -270,7 +246,7 @@ def compile_shfl(ins, cc):
         j = np.where(ok, j, lane) & 31
         val = a(w)[j]
         src_p = pa(w)
-        pz = ~w.m[j] | (src_p[j] if src_p is not None else False)
+        pz = ~(w.m & bits)[j] | (src_p[j] if src_p is not None else False)     # a source outside the mask: undefined
         put(w, val, pz if pz.any() else None)
         if putp is not None:
             putp(w, ok, None)
@@ -278,6 +254,7 @@ def compile_shfl(ins, cc):
 
 
 def compile_vote(ins, cc):
+    """vote.sync over the executing lanes of membermask (a ballot's other bits are 0); activemask."""
     p = ins.parts
     if p[0] == "activemask":
         put = cc.write(ins.operands[0], "b32", ins)
@@ -285,24 +262,19 @@ def compile_vote(ins, cc):
     mode = p[2] if p[1] == "sync" else p[1]
     a = cc.read(ins.operands[1], "pred", ins)
     pa = cc.poison(ins.operands[1], ins)
-    if mode == "ballot":
-        put = cc.write(ins.operands[0], "b32", ins)
-        return lambda w: put(w, np.full(LANES, _bits(a(w) & w.m), np.uint32), pa(w))
-    put = cc.write(ins.operands[0], "pred", ins)
-    fns = {"all": lambda v, m: (v | ~m).all(), "any": lambda v, m: (v & m).any(),
-           "uni": lambda v, m: (v & m).all() or not (v & m).any()}
+    member = cc.read(ins.operands[2], "b32", ins) if len(ins.operands) > 2 else None
+    launch = cc.launch
+    fns = {"ballot": lambda v, m: np.full(LANES, _bits(v & m), np.uint32), "all": lambda v, m: (v | ~m).all(),
+           "any": lambda v, m: (v & m).any(), "uni": lambda v, m: (v & m).all() or not (v & m).any()}
     if mode not in fns:
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
     f = fns[mode]
-    return lambda w: put(w, np.full(LANES, f(a(w), w.m)), pa(w))
+    put = cc.write(ins.operands[0], "b32" if mode == "ballot" else "pred", ins)
 
-
-def _check_members(cta, w, ins, mask):
-    """A .sync warp primitive executed by a lane outside its membermask is undefined."""
-    bits = (mask.astype(np.uint64) >> LANE_IDS.astype(np.uint64)) & np.uint64(1)
-    out = w.m & (bits == 0)
-    if out.any():
-        cta.finding(F.BarrierMismatch, w, ins, out, f"{ins.opcode} executed by lanes outside its membermask")
+    def run(w):
+        m = w.m & check_members(launch.cta, w, ins, member(w)) if member is not None else w.m
+        put(w, np.broadcast_to(f(np.asarray(a(w), np.bool_), m), (LANES,)), pa(w))
+    return run
 
 
 def _bits(mask):
@@ -310,6 +282,9 @@ def _bits(mask):
 
 
 def compile_elect(ins, cc):
+    """elect.sync d|p, membermask (PTX ISA "elect.sync"): one leader among the executing lanes of membermask,
+    "the same leader thread is elected for the same membermask every time".  Which one the ISA leaves open:
+    the lowest by default, the highest with ``Policy(elect="highest")`` (code assuming lane 0 then misbehaves)."""
     dst = ins.operands[0]
     dsts = dst.items if dst.kind == "pair" else (dst,)
     put = cc.write(dsts[0], "b32", ins)
@@ -318,9 +293,9 @@ def compile_elect(ins, cc):
     launch = cc.launch
 
     def run(w):
-        mk = int(mask(w)[np.nonzero(w.m)[0][0]])
-        members = [k for k in np.nonzero(w.m)[0].tolist() if mk >> k & 1]
-        leader = members[int(launch.cta.rng.integers(len(members)))] if members else 0
+        cta = launch.cta
+        members = np.nonzero(w.m & check_members(cta, w, ins, mask(w)))[0]
+        leader = int(members[-1] if cta.policy.elect == "highest" else members[0]) if members.size else 0
         put(w, np.full(LANES, leader, np.uint32), None)
         if putp is not None:
             putp(w, LANE_IDS == leader, None)

@@ -25,8 +25,10 @@ import numpy as np
 
 from ..errors import EmulationError
 from . import findings as F
+from . import regown
 from .encodings import decode_wgmma_desc, wgmma_a, wgmma_c, wgmma_operand_address
 from .ptx import Instruction
+from .regown import plain
 from .state import AsyncOp
 from .values import LANE_IDS, LANES, bf16_to_f32
 
@@ -69,7 +71,7 @@ def compile_wgmma(ins, cc):
     p = ins.parts
     if p[1] in ("fence", "commit_group"):
         if p[1] == "fence":
-            return lambda w: None
+            return regown.fence
 
         def commit(w):
             w.wg_groups.append(w.wg_pending)
@@ -120,8 +122,9 @@ def _compile_mma_async(ins, cc):
 
     def run(w):
         cta = launch.cta
-        if not (w.m == w.live).all():
-            cta.finding(F.BarrierMismatch, w, ins, w.m, "wgmma.mma_async reached by part of the warp")
+        regown.check_group(cta, w, ins, "wgmma.mma_async", F.BarrierMismatch)
+        w.wgmma_count += 1
+        regown.check_fence(cta, w, ins, regs + (a_regs or []))
         act = np.nonzero(w.m)[0]
         b0 = int(db(w)[act[0]])
         wg = w.idx % 4
@@ -133,9 +136,12 @@ def _compile_mma_async(ins, cc):
         chain = [busy.get(i, 0) > 0 for i in regs]
         op = WgmmaOp(w.idx, regs, [None if c else w.pois[i] for c, i in zip(chain, regs)], a_idx, b_idx, s,
                      ins.line, ins, chain, n, dt, [wgmma_c(32 * wg + lane, i, n) for i in range(n // 2)], a_regs,
-                     [(w.regs[r].view(np.uint32).copy(), w.pois[r]) for r in a_regs] if rs else None)
+                     [(plain(w.regs[r]).view(np.uint32).copy(), w.pois[r]) for r in a_regs] if rs else None)
         for i in regs:
             busy[i] = busy.get(i, 0) + 1
+        regown.hold(w, regs, "an accumulator", ins.line)
+        if rs:
+            regown.hold(w, a_regs, "an A-fragment", ins.line)
         _issue_checks(cta, w, ins, op)
         for i in regs:
             w.pois[i] = np.ones(LANES, np.bool_)
@@ -156,9 +162,7 @@ def _register_a(cta, w, op):
     lane = np.arange(LANES)
     row0 = 16 * (op.warp % 4)
     for j, (r, (bits, p)) in enumerate(zip(op.a_regs, op.a_snap)):
-        if not np.array_equal(w.regs[r].view(np.uint32), bits):
-            cta.finding(F.InFlightOverwrite, w, op.ins, None, f"register A operand a{j} of the wgmma at PTX line "
-                        f"{op.line} changes before its wgmma.wait_group")
+        regown.release(cta, w, op, r, label=f"register A operand a{j}")
         for half in (0, 1):
             m, k = wgmma_a(32 * (op.warp % 4) + lane, 2 * j + half)
             h[m - row0, k] = (bits >> (16 * half)) & 0xFFFF
@@ -212,7 +216,7 @@ def _complete(cta, w, op):
         r, c = op.rc[i]
         val = D[r - row0, c]
         if op.scale_d:
-            val = val + w.regs[reg].view(np.float32).astype(np.float64)
+            val = val + plain(w.regs[reg]).view(np.float32).astype(np.float64)
         pz = P[r - row0, c]
         # an accumulator chained from an earlier op of this warp carries that op's result poison (it completed
         # first, in order); otherwise the poison the register had at issue
@@ -220,7 +224,7 @@ def _complete(cta, w, op):
         if op.scale_d and before is not None:
             pz = pz | before
         pz = pz if pz.any() else None
-        w.regs[reg] = val.astype(np.float32).view(np.uint32)
+        regown.release(cta, w, op, reg, val.astype(np.float32).view(np.uint32))
         w.wg_result_pois[reg] = pz
         w.wg_busy[reg] -= 1
         w.pois[reg] = pz if w.wg_busy[reg] == 0 else np.ones(LANES, np.bool_)   # a later op still in flight
@@ -246,8 +250,7 @@ def compile_setmaxnreg(ins, cc):
         cta = launch.cta
         if not 24 <= n <= 256 or n % 8:
             cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"setmaxnreg {n}: must be a multiple of 8 in 24..256")
-        if not (w.m == w.live).all():
-            cta.finding(F.BarrierMismatch, w, ins, w.m, "setmaxnreg reached by part of the warp")
+        regown.check_group(cta, w, ins, "setmaxnreg", F.SetmaxnregMisuse)
         cur = w.maxnreg
         if cur is not None and ((p[1] == "inc" and n < cur) or (p[1] == "dec" and n > cur)):
             cta.finding(F.SetmaxnregMisuse, w, ins, w.m, f"setmaxnreg.{p[1]} {n} with the current limit {cur}")
