@@ -132,7 +132,7 @@ def compile_mma(ins, cc):
     if len(q) != 10 or q[1:3] != ["sync", "aligned"] or q[4:6] != ["row", "col"] or \
             not _legal(q[3], *q[6:10], sat):
         raise EmulationError(f"unsupported opcode {ins.opcode} at PTX line {ins.line}")
-    shape, (dt, at, bt, ct) = q[3], q[6:10]
+    shape, (_, at, bt, ct) = q[3], q[6:10]
     K = _K[shape]
     amap, bmap, na, nb = _maps(shape, at)
     d, a, b, c = ins.operands

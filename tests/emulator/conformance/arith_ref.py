@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numpy as np
 
 #: name -> (exponent bits, significand bits, has infinities)
 FMT = {"f16": (5, 10, True), "bf16": (8, 7, True), "f32": (8, 23, True), "f64": (11, 52, True),

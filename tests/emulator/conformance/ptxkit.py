@@ -18,8 +18,9 @@ def kernel(body, nparams=2, name="k", arch="sm_80"):
             f"    mov.u32 %r1, %tid.x;\n    mov.u32 %r2, %ctaid.x;\n{body}\n    ret;\n}}\n")
 
 
-def ptxas_accepts(ptx, arch="sm_80"):
-    """Whether ptxas assembles the PTX (None when ptxas is not installed)."""
+def ptxas(ptx, arch="sm_80"):
+    """ptxas's verdict on the PTX: (assembled, its messages), or None when ptxas is not installed.  The one
+    ptxas call of the conformance tests."""
     if shutil.which("ptxas") is None:
         return None
     with tempfile.TemporaryDirectory() as d:
@@ -28,7 +29,13 @@ def ptxas_accepts(ptx, arch="sm_80"):
             f.write(ptx)
         r = subprocess.run(["ptxas", f"-arch={arch}", path, "-o", os.path.join(d, "k.cubin")],
                            capture_output=True, text=True)
-        return r.returncode == 0
+        return r.returncode == 0, r.stderr
+
+
+def ptxas_accepts(ptx, arch="sm_80"):
+    """Whether ptxas assembles the PTX (None when ptxas is not installed)."""
+    verdict = ptxas(ptx, arch)
+    return None if verdict is None else verdict[0]
 
 
 def assert_assembles(ptx, arch="sm_80"):

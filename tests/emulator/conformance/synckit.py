@@ -3,13 +3,10 @@ skips without it) and run on the emulator.  ``kernel(body)`` wraps a body in an 
 parameters (%rd1..%rd4 loaded, %r1 = %tid.x, %r2 = x[tid], %rd5 = &out[tid]) and a register frame."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
+
+from ptxkit import ptxas
 
 from tvm_twill import emulator as E
 
@@ -42,15 +39,10 @@ def kernel(body: str, shared: str = "    .shared .align 128 .b8 sbuf[4096];\n   
 
 def assemble(ptx: str) -> None:
     """ptxas must accept the kernel (a finding is never a parse error)."""
-    if shutil.which("ptxas") is None:
+    verdict = ptxas(ptx, ptx.split(".target ", 1)[1].split()[0])
+    if verdict is None:
         pytest.skip("ptxas is not on PATH")
-    target = ptx.split(".target ", 1)[1].split()[0]
-    with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "k.ptx"
-        src.write_text(ptx)
-        r = subprocess.run(["ptxas", f"-arch={target}", str(src), "-o", str(Path(d) / "k.cubin")],
-                           capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    assert verdict[0], verdict[1]
 
 
 def run(ptx: str, threads: int, x: np.ndarray, out: np.ndarray, *extra: np.ndarray, policy=None, interleavings=2,

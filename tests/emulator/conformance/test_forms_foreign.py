@@ -12,6 +12,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from ptxkit import ptxas
+
 from tvm_twill import emulator as E
 
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA 13) to assemble")
@@ -20,9 +22,8 @@ G, Q = LANE // 4, LANE % 4
 
 
 def assemble(ptx: str, arch: str) -> str:
-    r = subprocess.run(["ptxas", f"-arch={arch}", "-", "-o", "/dev/null"], input=ptx, capture_output=True,
-                       text=True, check=False)
-    assert r.returncode == 0, r.stderr
+    ok, messages = ptxas(ptx, arch)
+    assert ok, messages
     return ptx
 
 
