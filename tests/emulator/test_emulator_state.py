@@ -153,3 +153,14 @@ def test_complete_performs_an_op_once_and_fires_the_arrive_waiting_for_it():
     assert a.observed == b.observed == [7]      # the copies' bytes count as written at the arrive's clock
     assert mb.phase == 1 and mb.vc_done.tolist() == [7, 0]
     assert not found
+
+
+@pytest.mark.parametrize("bad", [dict(dispatch="foo"), dict(elect="middle"), dict(completion="soon"),
+                                 dict(sm_count=0), dict(ctas_per_sm=-1), dict(slice=0), dict(sm_count=True),
+                                 dict(spurious=1.5)])
+def test_a_bad_policy_value_is_refused_in_one_line(bad):
+    from tvm_twill.emulator import Policy
+    from tvm_twill.errors import InputError
+    with pytest.raises(InputError, match=rf"^Policy\({next(iter(bad))}=") as e:
+        Policy(**bad)
+    assert "\n" not in str(e.value)

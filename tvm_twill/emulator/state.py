@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from . import findings as F
 from .memory import SharedMemory
 from .ptx import Instruction
@@ -56,6 +57,20 @@ class Policy:
     dispatch: str = "linear"
     strict_cross_cta: bool = False
     strict_benign_races: bool = False
+
+    def __post_init__(self):
+        choices = {"completion": ("latest", "random"), "elect": ("lowest", "highest"),
+                   "dispatch": ("linear", "random")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise InputError(f"Policy({name}={getattr(self, name)!r}): expected one of {', '.join(allowed)}")
+        counts = {"slice": 1, "max_instructions": 1, "sm_count": 1, "ctas_per_sm": 0}
+        for name, low in counts.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise InputError(f"Policy({name}={v!r}): expected an integer >= {low}")
+        if not 0 <= self.spurious <= 1:
+            raise InputError(f"Policy(spurious={self.spurious!r}): expected a probability in [0, 1]")
 
 
 class AsyncOp(ABC):
