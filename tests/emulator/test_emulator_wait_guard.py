@@ -38,7 +38,7 @@ from tvm_twill.model import get_machine
 from tvm_twill.model.pipeline import ORDER, STAGE, PipelineAnnotation
 from tvm_twill.transforms import apply_annotation, async_waits, legality_violations
 from tvm_twill.transforms.wait_counts import guard_loop_waits
-from tvm_twill.transforms.pipelines import WAITS_PIPELINE, register
+from tvm_twill.transforms.pipelines import SWP_PIPELINE, WAITS_PIPELINE, register
 from tvm_twill.workloads import tensorcore_gemm
 
 N = 4096
@@ -120,3 +120,27 @@ def _emulate(spec, f, src):
     c = np.zeros((spec.threads, spec.trip, w), np.float32)
     report = E.run(f, *xs, c, seed=0, interleavings=2, source=src)
     return report, bool(np.array_equal(c, sum(xs[k][:, :, :w] for k in spec.used) * 2))
+
+
+def test_the_missing_prologue_wait_the_guard_refuses_is_a_race_when_compiled():
+    """The annotation ``transforms.async_queue`` finds unsafe (tests/transforms/test_async_queue.py), compiled
+    without the guard's refusal (TVM's default pipeline cannot compile its symbolic prologue counts; the
+    ``tvm_twill_swp`` pipeline lowers them to 0): the SIMT attention's prologue reads K with no cp.async wait
+    at all, and the emulator sees the read of a copy in flight and a wrong result.  The refusal is not a
+    false alarm."""
+    from unsafe_pipelines import MISSING_WAIT, simt_attention
+
+    from tvm_twill.kernels import attention_reference
+    shape, sch, loop = simt_attention()
+    apply_annotation(sch, resolve_loop(sch, loop).rv, MISSING_WAIT)
+    f, src = compile_cuda(sch, "sm_80", tir_pipeline=register(SWP_PIPELINE))
+    rng = np.random.default_rng(0)
+    kv = 2 * shape.block_n + 5
+    q = rng.standard_normal((shape.heads, shape.q_len, shape.head_dim)).astype("float16")
+    k = rng.standard_normal((shape.heads, kv, shape.head_dim)).astype("float16")
+    v = rng.standard_normal((shape.heads, kv, shape.head_dim)).astype("float16")
+    o = np.zeros_like(q)
+    report = E.run(f, q, k, v, o, interleavings=2, source=src)
+    err = float(np.abs(o.astype(np.float32) - attention_reference(q, k, v, shape.causal)).max())
+    assert not report.ok and "AsyncReadBeforeWait" in str(report), str(report)
+    assert err > 0.1

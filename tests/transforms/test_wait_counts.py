@@ -4,7 +4,8 @@ Loops: ``tir_gen.copy_loop_specs`` (two or three global->shared copies, one cons
 legal stages, orders and async stages.  For each, TVM's counts are paired with ``async_waits``'s
 (``guard_loop_waits``) and the loop is compiled with the guarded pipeline: every ``cp.async.wait_group`` of
 the CUDA is at most the count ``async_waits`` computes for it (a larger one lets the consumer read a copy
-still in flight), or the guard refuses the loop with WaitCountError.  Without the guard, TVM's counts are too
+still in flight), or the guard refuses the loop with WaitCountError (the waits do not pair up, or
+``async_queue`` finds a read of a copy in flight in TVM's code).  Without the guard, TVM's counts are too
 large for a consumer ordered before two or more copies of its async stage (docs/tvm-wait-counts.md).
 """
 import re
@@ -56,7 +57,11 @@ def test_compiled_waits_never_exceed_the_computed_counts(case):
     try:
         pairs = guard_loop_waits(sch, rv, ann, ex.graph, ex.trip_count)
     except WaitCountError as err:
-        assert re.match(r"loop 'i': TVM emitted \d+ cp.async waits where tvm_twill computed \d+", str(err))
+        # refused: TVM's waits do not pair up with the computed ones, or its pipelined code lets a read see a
+        # copy in flight (transforms.async_queue)
+        assert re.match(r"loop 'i': (TVM emitted \d+ cp.async waits where tvm_twill computed \d+|in the pipelined "
+                        r"code TVM emits, )", str(err)), str(err)
+        event("refused: " + ("unpaired" if "TVM emitted" in str(err) else "a read of a copy in flight"))
         return
     except Exception as err:  # noqa: BLE001 - TVM refuses the annotation (two async stages for one consumer...)
         event(f"TVM refuses: {str(err).splitlines()[-1][:60]}")

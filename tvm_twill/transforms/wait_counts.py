@@ -38,10 +38,12 @@ from ..frontend.ir import children, const_int, s_tir, splice_passes, substitute,
 from ..frontend.lowering import ASYNC_COPY_CONFIG, pipeline_prefix_passes
 from ..model.pipeline import ASYNC_STAGES
 from .annotate import GUARDED_ASYNC_KEY, WAITS_KEY, async_waits
+from .async_queue import enclosing_ranges, trip_envs, violations
 
 __all__ = ["GUARDED_ASYNC_KEY", "WAITS_KEY", "TvmWait", "annotate_expected_waits", "exact_async_waits",
            "exact_async_waits_pass", "expected_waits_value", "guard_loop_waits", "guarded_annotations",
-           "mark_expected_waits", "mark_expected_waits_pass", "tvm_counts_safe", "tvm_wait_counts"]
+           "lowered_counts", "mark_expected_waits", "mark_expected_waits_pass", "queue_violations", "tvm_counts_safe",
+           "tvm_wait_counts"]
 
 _MARK = "tvm_twill_expected_async_waits"
 _COUNT = "async_wait_inflight_count"
@@ -139,32 +141,36 @@ def _select(env_counts: list) -> object:
     return value
 
 
+def lowered_counts(mark):
+    """The body of one mark with its waits' counts lowered to the expected ones where TVM's are larger
+    (module docstring).  Raises WaitCountError when the waits do not pair up."""
+    _, runs, expected = _marked_waits(mark)
+    per_wait: list = []  # [(wait AttrStmt, [(env, safe count)])], in order of first run
+    for (attr, env, emitted), want in zip(runs, expected):
+        safe = want if emitted is None else min(emitted, want)
+        entry = next((e for e in per_wait if e[0].same_as(attr)), None)
+        if entry is None:
+            per_wait.append((attr, []))
+            entry = per_wait[-1]
+        entry[1].append((env, safe))
+
+    def rewrite(attr):
+        if attr.attr_key != _COUNT:
+            return attr
+        entry = next((e for e in per_wait if e[0].body.same_as(attr.body)), None)
+        if entry is None or all(_fold(attr.value, env) == c for env, c in entry[1]):
+            return attr
+        value = tirx.Min(attr.value, _select(entry[1]))
+        return tirx.AttrStmt(attr.node, attr.attr_key, value, attr.body)
+
+    return tvm_ffi.structural_map(mark.body, [(tirx.AttrStmt, rewrite)])
+
+
 def exact_async_waits(func):
     """``func`` with each marked loop's wait counts lowered to the expected ones where TVM's are larger, and
     the marks removed (module docstring).  Raises WaitCountError when the waits do not pair up."""
     def fix(mark):
-        if mark.attr_key != _MARK:
-            return mark
-        _, runs, expected = _marked_waits(mark)
-        per_wait: list = []  # [(wait AttrStmt, [(env, safe count)])], in order of first run
-        for (attr, env, emitted), want in zip(runs, expected):
-            safe = want if emitted is None else min(emitted, want)
-            entry = next((e for e in per_wait if e[0].same_as(attr)), None)
-            if entry is None:
-                per_wait.append((attr, []))
-                entry = per_wait[-1]
-            entry[1].append((env, safe))
-
-        def rewrite(attr):
-            if attr.attr_key != _COUNT:
-                return attr
-            entry = next((e for e in per_wait if e[0].body.same_as(attr.body)), None)
-            if entry is None or all(_fold(attr.value, env) == c for env, c in entry[1]):
-                return attr
-            value = tirx.Min(attr.value, _select(entry[1]))
-            return tirx.AttrStmt(attr.node, attr.attr_key, value, attr.body)
-
-        return tvm_ffi.structural_map(mark.body, [(tirx.AttrStmt, rewrite)])
+        return lowered_counts(mark) if mark.attr_key == _MARK else mark
 
     return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.AttrStmt, fix)]))
 
@@ -175,27 +181,50 @@ def exact_async_waits_pass(func, mod, ctx):
 
 
 # -- plan time: TVM's counts for a loop, against the expected ones ------------------------------------------
+def _marks(mod, prefix_passes: list, loop: str | None) -> list:
+    """``[(func, mark)]``: ``mod`` through ``prefix_passes`` (TVM's s_tir passes through
+    InjectSoftwarePipeline) with the marks, and each mark (of loop ``loop`` only, when given)."""
+    passes = splice_passes(list(prefix_passes), _INJECT, [mark_expected_waits_pass], before=True)
+    lowered = tvm.transform.Sequential(passes)(mod)
+    marks: list = []
+    for _, func in lowered.functions_items():
+        if isinstance(func, tirx.PrimFunc):
+            tvm_ffi.structural_walk(func.body, [(tirx.AttrStmt, lambda attr, f=func: marks.append((f, attr)) if (
+                attr.attr_key == _MARK and (loop is None or str(attr.node).rpartition(":")[0] == loop)) else None)])
+    return marks
+
+
+def _pairs(marks: list) -> list[TvmWait]:
+    found: list[TvmWait] = []
+    for _, attr in marks:  # outside the walk: a WaitCountError reaches the caller as itself
+        _, runs, expected = _marked_waits(attr)
+        found.extend(TvmWait(emitted, want) for (_, _, emitted), want in zip(runs, expected))
+    return found
+
+
 def tvm_wait_counts(mod, prefix_passes: list, loop: str | None = None) -> list[TvmWait]:
     """The waits of the loops of ``mod`` annotated ``WAITS_KEY`` as TVM 0.27 emits them, each paired with its
     expected count: ``prefix_passes`` (TVM's s_tir passes through InjectSoftwarePipeline) run with the
     mark, then the waits of each mark (of loop ``loop`` only, when given) are listed as ``exact_async_waits``
     sees them (nothing is rewritten).
     Raises WaitCountError when they do not pair up; TVM's own errors propagate."""
-    passes = splice_passes(list(prefix_passes), _INJECT, [mark_expected_waits_pass], before=True)
-    lowered = tvm.transform.Sequential(passes)(mod)
-    marks: list = []
+    return _pairs(_marks(mod, prefix_passes, loop))
 
-    def on_mark(attr):
-        if attr.attr_key == _MARK and (loop is None or str(attr.node).rpartition(":")[0] == loop):
-            marks.append(attr)
 
-    for _, func in lowered.functions_items():
-        if isinstance(func, tirx.PrimFunc):
-            tvm_ffi.structural_walk(func.body, [(tirx.AttrStmt, on_mark)])
-    found: list[TvmWait] = []
-    for attr in marks:  # outside the walk: a WaitCountError reaches the caller as itself
-        _, runs, expected = _marked_waits(attr)
-        found.extend(TvmWait(emitted, want) for (_, _, emitted), want in zip(runs, expected))
+def queue_violations(marks: list, envs, loop: str, lowered: bool) -> list[str]:
+    """What ``async_queue`` finds in the marked code (``lowered``: with the guard's counts, else TVM's own),
+    run for every trip count of ``envs`` (``async_queue.trip_envs``; None: a trip count it cannot realise)."""
+    if envs is None:
+        return [f"the cp.async queue of loop '{loop}' cannot be checked: its trip count is not a function of one "
+                "integer variable"]
+    found: list[str] = []
+    for func, mark in marks:
+        around = enclosing_ranges(func, mark)
+        region = lowered_counts(mark) if lowered else mark.body
+        for label, env in envs:
+            for v in violations(region, loop, {**around, **env}, label):
+                if v not in found:
+                    found.append(v)
     return found
 
 
@@ -219,28 +248,37 @@ def guard_loop_waits(sch, loop_rv, ann, graph, trip_count: int | None) -> tuple[
     (None): a loop long enough to reach the steady state), writes them as ``WAITS_KEY`` and dry-runs TVM's
     passes (``tvm_wait_counts``).  When some count of TVM's is too large the annotation stays (the plan's
     pipeline then lowers those counts) and the pairs are returned; otherwise it is removed again and ()
-    returned.  Raises WaitCountError (the annotation removed) when TVM's waits do not pair up with the
-    computed ones, except for a loop of symbolic trip count whose annotation is one TVM never miscounts
-    (``tvm_counts_safe``): its counts stand as TVM emits them and () is returned."""
+    returned.  Either way the code each build compiles (TVM's counts for ``tvm.compile``, the lowered ones
+    for the guarded pipelines) is then run by ``async_queue`` for every trip count up to past the steady
+    state: a read of a copy that may still be in flight (a wait TVM does not emit, a count too large that no
+    pairing lowers) raises WaitCountError with the annotation removed.  When TVM's waits do not pair up with
+    the computed ones, its own code stands if that run finds nothing (() is returned), else WaitCountError."""
     if not ann.async_stages:
         return ()
     trips = trip_count if trip_count is not None else 2 * ann.num_stages + 1
     expected = [w.in_flight for w in async_waits(ann, graph, trips, keep_redundant=True)]
+    loop = sch.get(loop_rv)
+    name, envs = loop.loop_var.name, trip_envs(loop, ann.num_stages)
     sch.annotate(loop_rv, WAITS_KEY, ",".join(str(c) for c in expected))
+    with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: 1}):
+        marks = _marks(sch.mod, pipeline_prefix_passes(), name)
     try:
-        with tvm.transform.PassContext(config={ASYNC_COPY_CONFIG: 1}):
-            pairs = tvm_wait_counts(sch.mod, pipeline_prefix_passes(), sch.get(loop_rv).loop_var.name)
-    except WaitCountError:
+        pairs = _pairs(marks)
+    except WaitCountError as err:
+        unpaired = str(err)
+        pairs = None
+    guarded = pairs is not None and any(p.too_large for p in pairs)
+    found = queue_violations(marks, envs, name, lowered=guarded)
+    if found or pairs is None or not guarded:
         sch.unannotate(loop_rv, WAITS_KEY)
-        if trip_count is None and tvm_counts_safe(ann, graph):
-            # a symbolic trip count: TVM guards its prologue / epilogue, and their waits need not pair up with
-            # the ones simulated for 2S+1 trips; where TVM's counts are never too large they stand as emitted
-            return ()
-        raise
-    if any(p.too_large for p in pairs):
+    if found:
+        head = (unpaired.partition(", so their counts")[0] + ", and in its pipelined code" if pairs is None else
+                f"loop '{name}': in the pipelined code TVM emits")
+        raise WaitCountError(f"{head}, {found[0]}: re-plan the loop (auto_pipeline) or compile it without async "
+                             "stages")
+    if guarded:
         _hide_async_stages(sch, loop_rv)
         return tuple(pairs)
-    sch.unannotate(loop_rv, WAITS_KEY)
     return ()
 
 
