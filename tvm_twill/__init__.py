@@ -17,7 +17,8 @@ __version__ = "0.1.0"
 _LAZY = {"solve": "tvm_twill.solvers", "auto_pipeline": "tvm_twill.api", "build": "tvm_twill.compiler",
          "build_checked": "tvm_twill.compiler",
          "evaluate_annotation": "tvm_twill.api", "AutoPipelineOptions": "tvm_twill.api",
-         "plan_module": "tvm_twill.integrations.modules"}
+         "plan_module": "tvm_twill.integrations.modules", "tile_schedule": "tvm_twill.tiles",
+         "TilePlan": "tvm_twill.tiles"}
 
 
 def __getattr__(name):
@@ -31,6 +32,6 @@ def __getattr__(name):
 
 
 __all__ = ["AutoPipelineOptions", "Edge", "FormatError", "Graph", "GraphError", "InfeasibleError", "InputError", "Machine",
-           "MachineError", "NormalizationError", "Op", "PlotUnavailableError", "Schedule", "SolverTimeoutError", "SolverUnavailableError", "TwillError",
+           "MachineError", "NormalizationError", "Op", "PlotUnavailableError", "Schedule", "SolverTimeoutError", "SolverUnavailableError", "TilePlan", "TwillError",
            "UnsupportedLoopError", "UnsupportedTargetError", "auto_pipeline", "build", "build_checked", "check",
-           "evaluate_annotation", "get_machine", "plan_module", "solve"]
+           "evaluate_annotation", "get_machine", "plan_module", "solve", "tile_schedule"]
