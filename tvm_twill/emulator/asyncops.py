@@ -41,6 +41,7 @@ class CopyOp(AsyncOp):
     size: int
     line: int
     done: bool = False
+    observed: bool = False  # a wait_group or a cp.async.mbarrier.arrive made its writes visible
 
     def perform(self, cta):
         sm = cta.shared
@@ -61,6 +62,7 @@ class CopyOp(AsyncOp):
         mine = flat[sm.owner[flat] == self.id]
         sm.wr_clk[mine] = clock
         sm.owner[mine] = 0
+        self.observed = True
 
 
 def _operands(ins, cc):
@@ -230,7 +232,10 @@ def compile_cp_async_arrive(ins, cc):
             return
         if not noinc:
             mb.add_pending(int(act.size))
-        ops = tuple(op.id for op in cta.ops.values() if op.warp == w.idx and not op.done)
+        # every earlier cp.async of the warp (PTX ISA, cp.async.mbarrier.arrive), also one that already completed
+        # (Policy(completion='random')) but that no wait_group or arrive has made visible yet
+        ops = tuple(op.id for op in cta.ops.values() if op.warp == w.idx and
+                    (not op.done or (isinstance(op, CopyOp) and not op.observed)))
         reads = tuple(i for i, f in launch.gshadow.flights.items() if f.warp == w.idx and f.what == "cp.async")
         arr = AsyncArrive(w.idx, int(a[0]), int(act.size), ops, cta.vc[w.idx].copy(),
                           int(cta.vc[w.idx, w.idx]), ins, reads)

@@ -115,6 +115,9 @@ def _finish(cta: CTA) -> int:
 
 
 def _complete_for_someone(cta: CTA, live: list[Warp]) -> bool:
+    """Complete, in issue order, the copies one blocked warp needs, and no more than unblock it: a copy beyond
+    what its wait (an mbarrier phase, a wait_group) requires stays in flight, so a phase that completes early
+    (an expect_tx below the bytes its copies bring) lets the waiter run while the rest still writes."""
     order = list(live)
     cta.rng.shuffle(order)
     for w in order:
@@ -122,6 +125,8 @@ def _complete_for_someone(cta: CTA, live: list[Warp]) -> bool:
         if need:
             for op in sorted(need, key=lambda o: o.id):
                 cta.complete(op)
+                if not w.blocked():
+                    break
             return True
     return False
 
